@@ -1,0 +1,85 @@
+"""The whole diagnosis in-process: files -> events -> findings -> report.
+
+The CLI calls `run()`; the Celery tasks call `parse_one()` per artifact and then
+`diagnose()` on the stored Parquet files, so both paths give the same report.
+"""
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ingest.events import SCHEMA, ParseError, ParseReport
+from ingest.parse import parse_artifact
+
+
+@dataclass
+class ArtifactResult:
+    name: str                      # path inside the trace (bundle-relative)
+    format: str = ""
+    events: int = 0
+    warnings: list[str] = field(default_factory=list)
+    error: str = ""                # set when the file was unusable
+    parquet: Path | None = None
+    meta: dict = field(default_factory=dict)
+
+    def to_report(self) -> dict:
+        return {"path": self.name, "format": self.format or "unknown", "events": self.events,
+                "warnings": self.warnings + ([self.error] if self.error else [])}
+
+
+def parse_one(name: str, path: Path, workdir: Path,
+              progress: Callable[[int], None] | None = None) -> ArtifactResult:
+    """Parse one file; an unusable file gives a result with `error`, never an exception."""
+    out = Path(workdir) / (_safe_stem(name) + ".parquet")
+    try:
+        report: ParseReport = parse_artifact(Path(path), out, artifact_id=name, name=name,
+                                             progress=progress)
+    except ParseError as e:
+        return ArtifactResult(name=name, error=str(e))
+    return ArtifactResult(name=name, format=report.format, events=report.events,
+                          warnings=report.summary_warnings(), parquet=out, meta=report.meta)
+
+
+def _safe_stem(name: str) -> str:
+    import hashlib
+    import re
+    stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", name)[-80:]
+    return f"{stem}.{hashlib.sha256(name.encode()).hexdigest()[:8]}"
+
+
+def load_events(artifacts: Iterable[ArtifactResult]) -> pd.DataFrame:
+    """All artifacts' events on one clock, as one DataFrame (categoricals for names)."""
+    from ingest.align import align_tables
+    tables = {a.name: pq.read_table(a.parquet) for a in artifacts if a.parquet and a.parquet.exists()}
+    if not tables:
+        return SCHEMA.empty_table().to_pandas()
+    aligned = align_tables(tables, {a.name: a.meta for a in artifacts})
+    table = pa.concat_tables(list(aligned.values()), promote_options="permissive").unify_dictionaries()
+    df = table.to_pandas()
+    return df.sort_values("ts", kind="stable", ignore_index=True)
+
+
+def diagnose(artifacts: list[ArtifactResult], rules=None) -> dict:
+    """Report (DESIGN.md "Interfaces") for parsed artifacts."""
+    from diagnosis.report import build_report
+    events = load_events(artifacts)
+    return build_report(artifacts, events, rules=rules)
+
+
+def run(paths: list[str | Path], rules_dir: str | Path | None = None) -> dict:
+    """CLI entry: expand folders/archives, parse everything, diagnose. Raises ParseError
+    when an input cannot be opened at all (the CLI exits 2)."""
+    from ingest.bundle import expand
+    from rules.loader import load_rule_dirs
+    rules = load_rule_dirs([rules_dir] if rules_dir else None)
+    with tempfile.TemporaryDirectory(prefix="tracedoc-") as tmp:
+        tmp = Path(tmp)
+        with expand(paths, tmp / "unpacked") as members:
+            results = [parse_one(m.name, m.path, tmp) for m in members]
+            return diagnose(results, rules=rules)

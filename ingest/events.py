@@ -1,0 +1,178 @@
+"""The normalized event table: one schema for every source (see DESIGN.md).
+
+Parsers never build DataFrames row by row: they hand rows (or whole columns) to an
+`EventSink`, which buffers them column-wise and cuts Arrow record batches of bounded
+size, so memory stays flat however large the input is.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+import orjson
+import pyarrow as pa
+
+KINDS = (
+    "kernel", "memcpy", "memset", "runtime", "driver", "cpu_op", "annotation", "collective",
+    "graph", "alloc", "free", "oom", "sample", "span", "log", "error", "sync", "marker",
+)
+SOURCES = (
+    "kineto", "nsys", "ncu", "nvml", "nvidia_smi", "dcgm", "otlp", "perf", "log",
+    "flight_recorder", "memory_snapshot", "token_latency",
+)
+SEVERITIES = ("debug", "info", "warning", "error", "critical")
+
+_dict = pa.dictionary(pa.int32(), pa.string())
+SCHEMA = pa.schema([
+    ("ts", pa.int64()),
+    ("dur", pa.int64()),
+    ("kind", _dict),
+    ("name", _dict),
+    ("source", _dict),
+    ("artifact", _dict),
+    ("host", _dict),
+    ("pid", pa.int64()),
+    ("tid", pa.int64()),
+    ("device", pa.int32()),
+    ("stream", pa.int64()),
+    ("corr", pa.int64()),
+    ("trace_id", pa.string()),
+    ("span_id", pa.string()),
+    ("parent_id", pa.string()),
+    ("value", pa.float64()),
+    ("unit", _dict),
+    ("severity", _dict),
+    ("attrs", pa.string()),
+    ("loc", pa.string()),
+])
+COLUMNS = tuple(SCHEMA.names)
+CATEGORY_COLUMNS = tuple(f.name for f in SCHEMA if pa.types.is_dictionary(f.type))
+
+# Default for a column a row does not set.
+DEFAULTS: dict[str, Any] = {
+    "ts": 0, "dur": 0, "kind": "marker", "name": "", "source": "", "artifact": "", "host": "",
+    "pid": -1, "tid": -1, "device": -1, "stream": -1, "corr": -1, "trace_id": "", "span_id": "",
+    "parent_id": "", "value": float("nan"), "unit": "", "severity": "", "attrs": "{}", "loc": "",
+}
+
+INT64_MAX = 2**63 - 1
+INT64_MIN = -(2**63)
+
+
+def clamp_int(value: Any, default: int = -1) -> int:
+    """Integers from untrusted files may exceed int64: keep them out of int columns."""
+    try:
+        v = int(value)
+    except (TypeError, ValueError, OverflowError):
+        return default
+    return v if INT64_MIN <= v <= INT64_MAX else default
+
+
+def dumps_attrs(attrs: dict | None) -> str:
+    if not attrs:
+        return "{}"
+    # OPT_PASSTHROUGH_BIGINT is not a thing; big ints are stringified by `default`.
+    return orjson.dumps(attrs, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
+
+
+class ParseError(Exception):
+    """Unusable input. The message names the file, where (line, byte offset, row, table)
+    and what was expected, so a person can act on it."""
+
+    def __init__(self, path: str, where: str, expected: str):
+        self.path, self.where, self.expected = str(path), where, expected
+        super().__init__(f"{self.path}: {where}: {expected}" if where else f"{self.path}: {expected}")
+
+
+@dataclass
+class ParseReport:
+    """What one parser said about one artifact, shown in the report."""
+    format: str = ""
+    events: int = 0
+    warnings: list[str] = field(default_factory=list)
+    skipped: Counter = field(default_factory=Counter)  # record type -> count not understood
+    meta: dict[str, Any] = field(default_factory=dict)  # clock, rank, devices, versions ...
+
+    MAX_WARNINGS = 50
+
+    def warn(self, message: str) -> None:
+        if len(self.warnings) < self.MAX_WARNINGS:
+            self.warnings.append(message)
+        elif len(self.warnings) == self.MAX_WARNINGS:
+            self.warnings.append("further warnings suppressed")
+
+    def summary_warnings(self) -> list[str]:
+        extra = [f"{n:,} records of type {t!r} not understood (kept as markers or skipped)"
+                 for t, n in self.skipped.most_common()]
+        return self.warnings + extra
+
+
+class EventSink:
+    """Buffers rows column-wise and hands full Arrow batches to `on_batch`."""
+
+    def __init__(self, artifact: str, source: str, on_batch: Callable[[pa.RecordBatch], None],
+                 batch_rows: int = 262_144):
+        self.artifact, self.source = artifact, source
+        self.on_batch, self.batch_rows = on_batch, batch_rows
+        self.count = 0
+        self._cols: dict[str, list] = {c: [] for c in COLUMNS}
+
+    def emit(self, **row: Any) -> None:
+        """One event. Unset columns take DEFAULTS; `attrs` may be a dict."""
+        row.setdefault("artifact", self.artifact)
+        row.setdefault("source", self.source)
+        attrs = row.get("attrs")
+        if isinstance(attrs, dict):
+            row["attrs"] = dumps_attrs(attrs)
+        cols = self._cols
+        for c in COLUMNS:
+            cols[c].append(row.get(c, DEFAULTS[c]))
+        self.count += 1
+        if len(cols["ts"]) >= self.batch_rows:
+            self.flush()
+
+    def emit_columns(self, columns: dict[str, Iterable | pa.Array]) -> None:
+        """Many events at once (fast paths): missing columns take DEFAULTS."""
+        self.flush()
+        batch = make_batch(columns, artifact=self.artifact, source=self.source)
+        self.count += batch.num_rows
+        if batch.num_rows:
+            self.on_batch(batch)
+
+    def flush(self) -> None:
+        if not self._cols["ts"]:
+            return
+        batch = make_batch(self._cols)
+        self._cols = {c: [] for c in COLUMNS}
+        self.on_batch(batch)
+
+
+def make_batch(columns: dict[str, Any], **constants: Any) -> pa.RecordBatch:
+    """Build a batch in SCHEMA from column lists/arrays; `constants` fill whole columns."""
+    n = None
+    for v in columns.values():
+        n = len(v)
+        break
+    n = n or 0
+    arrays = []
+    for f in SCHEMA:
+        if f.name in columns and len(columns[f.name]) == n:
+            data = columns[f.name]
+        else:
+            data = [constants.get(f.name, DEFAULTS[f.name])] * n
+        if pa.types.is_dictionary(f.type):
+            arr = data if isinstance(data, pa.Array) else pa.array(data, type=pa.string())
+            if not pa.types.is_dictionary(arr.type):
+                arr = arr.cast(pa.string()).dictionary_encode()
+            arr = arr.cast(f.type)
+        else:
+            arr = data if isinstance(data, pa.Array) else pa.array(data, type=f.type, from_pandas=True)
+            if arr.type != f.type:
+                arr = arr.cast(f.type)
+        arrays.append(arr)
+    return pa.RecordBatch.from_arrays(arrays, schema=SCHEMA)
+
+
+def empty_table() -> pa.Table:
+    return SCHEMA.empty_table()

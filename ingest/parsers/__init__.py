@@ -1,0 +1,93 @@
+"""Parser registry and format detection by content.
+
+A parser is one module in this package that defines:
+
+    FORMAT   = "kineto"           # format id shown in reports
+    SOURCE   = "kineto"           # value of the event table's `source` column
+    def sniff(head: bytes, name: str) -> bool
+        # head: the first 64 KiB of content, already gunzipped; name: original file name
+        # (a hint only: detection must work on content)
+    def parse(path: pathlib.Path, sink: EventSink, report: ParseReport) -> None
+        # stream events into the sink; raise ParseError for unusable input; count and
+        # skip single broken records with report.warn(...) / report.skipped[...]
+
+Adding a format = one module + one line in PARSERS. Order matters: the first parser whose
+sniff() says yes wins, so specific formats come before generic ones (text logs last).
+"""
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from types import ModuleType
+
+from ingest.events import ParseError
+from ingest.io import read_head
+
+PARSERS = [
+    # binary / container formats first
+    "nsys_sqlite",
+    "nsight_report",       # .nsys-rep / .ncu-rep: need NVIDIA's tools, clear message
+    "flight_recorder",
+    "memory_snapshot",
+    "otlp_pb",
+    # JSON family
+    "kineto",
+    "otlp_json",
+    "memory_stats",
+    "nvml_jsonl",
+    "token_latency",
+    # CSV / text family
+    "ncu_csv",
+    "nvidia_smi_csv",
+    "nvidia_smi_dmon",
+    "nvidia_smi_q",
+    "dcgm",
+    "perf_script",
+    "perf_trace",
+    "bpftrace",
+    "log",                 # generic text logs: always last
+]
+
+
+def _load(name: str) -> ModuleType | None:
+    try:
+        return importlib.import_module(f"ingest.parsers.{name}")
+    except ModuleNotFoundError as e:
+        if e.name == f"ingest.parsers.{name}":
+            return None  # not written yet
+        raise
+
+
+def registered() -> list[ModuleType]:
+    return [m for m in (_load(n) for n in PARSERS) if m is not None]
+
+
+def looks_binary(head: bytes) -> bool:
+    if not head:
+        return False
+    sample = head[:4096]
+    if b"\x00" in sample:
+        return True
+    try:
+        sample.decode("utf-8")
+    except UnicodeDecodeError as e:
+        # a multibyte char cut at the end of the sample is fine
+        return e.start < len(sample) - 4
+    return False
+
+
+def detect(path: Path, name: str | None = None) -> ModuleType:
+    """The parser module for this file, decided by its content."""
+    path = Path(path)
+    name = name or path.name
+    if path.stat().st_size == 0:
+        raise ParseError(name, "byte 0", "a trace, log or dump, but the file is empty")
+    head = read_head(path)
+    if not head:
+        raise ParseError(name, "byte 0", "readable content (damaged gzip header?)")
+    for mod in registered():
+        if mod.sniff(head, name):
+            return mod
+    what = "binary data" if looks_binary(head) else "text"
+    raise ParseError(name, "byte 0", f"a known trace format; got {what} no parser recognises "
+                     "(see docs for the supported formats)")
