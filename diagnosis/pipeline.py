@@ -72,14 +72,27 @@ def diagnose(artifacts: list[ArtifactResult], rules=None) -> dict:
     return build_report(artifacts, events, rules=rules)
 
 
-def run(paths: list[str | Path], rules_dir: str | Path | None = None) -> dict:
+def run(paths: list[str | Path], rules_dir: str | Path | None = None, rules=None,
+        show_progress: bool = False) -> dict:
     """CLI entry: expand folders/archives, parse everything, diagnose. Raises ParseError
     when an input cannot be opened at all (the CLI exits 2)."""
     from ingest.bundle import expand
-    from rules.loader import load_rule_dirs
-    rules = load_rule_dirs([rules_dir] if rules_dir else None)
+    if rules is None:
+        from rules.loader import load_rule_dirs
+        rules = load_rule_dirs([rules_dir] if rules_dir else None)
     with tempfile.TemporaryDirectory(prefix="tracedoc-") as tmp:
         tmp = Path(tmp)
         with expand(paths, tmp / "unpacked") as members:
-            results = [parse_one(m.name, m.path, tmp) for m in members]
+            results = [_parse_with_progress(m, tmp, show_progress) for m in members]
             return diagnose(results, rules=rules)
+
+
+def _parse_with_progress(member, workdir: Path, show: bool) -> ArtifactResult:
+    if not show:
+        return parse_one(member.name, member.path, workdir)
+    from tqdm import tqdm
+    with tqdm(desc=member.name[-40:], unit=" events", unit_scale=True, leave=False,
+              file=__import__("sys").stderr) as bar:
+        def progress(n: int) -> None:
+            bar.update(n - bar.n)
+        return parse_one(member.name, member.path, workdir, progress=progress)

@@ -1,0 +1,43 @@
+# The README's two commands are `make run` and `make test`; both install first.
+PY      ?= python3
+VENV    := .venv
+BIN     := $(VENV)/bin
+STAMP   := $(VENV)/.installed
+HOST    ?= 127.0.0.1
+PORT    ?= 8000
+
+.PHONY: install run test test-fast bench services coverage-doc clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[torch,test]'
+	@touch $(STAMP)
+
+run: install
+	scripts/run.sh $(HOST) $(PORT)
+
+test: install
+	scripts/ensure-services.sh
+	scripts/ensure-chromium.sh
+	$(BIN)/python -m pytest
+
+# Unit tests only: no PostgreSQL/Redis/worker/browser.
+test-fast: install
+	$(BIN)/python -m pytest -m "not integration and not browser"
+
+bench: install
+	$(BIN)/python -m pip install -q -e '.[bench]'
+	$(BIN)/python -m bench.bench_kineto_parse
+	$(BIN)/python -m bench.bench_rules
+
+services:
+	scripts/ensure-services.sh
+
+coverage-doc: install
+	$(BIN)/tracedoc rules coverage --output docs/rule-coverage.md
+
+clean:
+	rm -rf var/ .pytest_cache

@@ -1,0 +1,91 @@
+"""The `tracedoc` command: diagnose traces in-process (no server), and rule tooling."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+EXIT_OK, EXIT_FINDINGS, EXIT_BAD_INPUT = 0, 1, 2
+
+
+def cmd_diagnose(args) -> int:
+    from diagnosis.pipeline import run
+    from diagnosis.render import RENDERERS
+    from diagnosis.severity import at_least
+    from ingest.events import ParseError
+    from rules.loader import RuleError
+
+    try:
+        report = run(args.paths, rules_dir=args.rules, show_progress=not args.quiet)
+    except (ParseError, RuleError, FileNotFoundError) as e:
+        print(f"tracedoc: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    unusable = [a for a in report["trace"]["artifacts"] if a["format"] == "unknown"]
+    for a in unusable:
+        print(f"tracedoc: {a['warnings'][-1]}", file=sys.stderr)
+    render = RENDERERS[args.format]
+    out = render(report, args.fail_on) if args.format == "junit" else render(report)
+    sys.stdout.write(out if out.endswith("\n") else out + "\n")
+    if unusable and len(unusable) == len(report["trace"]["artifacts"]):
+        return EXIT_BAD_INPUT
+    if any(at_least(f["severity"], args.fail_on) for f in report["findings"]):
+        return EXIT_FINDINGS
+    return EXIT_OK
+
+
+def default_corpus() -> str:
+    """Rule fixtures name scenarios relative to the corpus root."""
+    import os
+    return os.environ.get("TRACEDOC_CORPUS", os.path.join("..", "shared", "corpus"))
+
+
+def cmd_rules_validate(args) -> int:
+    from rules.cli_commands import validate_main
+    return validate_main(args.files)
+
+
+def cmd_rules_test(args) -> int:
+    from rules.cli_commands import test_main
+    return test_main(args.dir, args.corpus)
+
+
+def cmd_rules_coverage(args) -> int:
+    from diagnosis.coverage import write_coverage
+    return write_coverage(args.corpus, args.output, rules_dir=args.dir)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="tracedoc", description=__doc__)
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    d = sub.add_parser("diagnose", help="diagnose files, folders or archives as one trace")
+    d.add_argument("paths", nargs="+", help="files, folders, tar/tar.gz/zip archives (one trace)")
+    d.add_argument("--rules", help="folder of team rules added to (and overriding) the builtin pack")
+    d.add_argument("--format", choices=["text", "json", "junit", "sarif"], default="text")
+    d.add_argument("--fail-on", choices=["info", "warning", "error", "critical"], default="error",
+                   help="exit 1 when a finding is at or above this severity (default: error)")
+    d.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    d.set_defaults(func=cmd_diagnose)
+
+    r = sub.add_parser("rules", help="validate and test rules").add_subparsers(dest="rules_cmd", required=True)
+    v = r.add_parser("validate", help="check rule files; prints file:line:col: message")
+    v.add_argument("files", nargs="+")
+    v.set_defaults(func=cmd_rules_validate)
+    t = r.add_parser("test", help="run each rule's fires/quiet fixtures")
+    t.add_argument("dir", nargs="?", help="folder of rules (default: the builtin pack)")
+    t.add_argument("--corpus", default=default_corpus(), help="root the fixtures are relative to")
+    t.set_defaults(func=cmd_rules_test)
+    c = r.add_parser("coverage", help="write the rule x scenario coverage table")
+    c.add_argument("dir", nargs="?", help="folder of team rules to include")
+    c.add_argument("--corpus", default=default_corpus())
+    c.add_argument("--output", default="-", help="Markdown file to write (default stdout)")
+    c.set_defaults(func=cmd_rules_coverage)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,113 @@
+"""Build the report (DESIGN.md "Interfaces") from parsed artifacts and their events."""
+from __future__ import annotations
+
+import pandas as pd
+
+from diagnosis import clusters as clustering
+from diagnosis.severity import RANK
+
+REPORT_VERSION = 1
+
+
+def evaluate(events: pd.DataFrame, rules) -> tuple[list[dict], list[dict], object]:
+    """Run the rules over the events; returns (findings, rule errors, trace context)."""
+    from rules.compiler import compile_rule
+    from rules.evaluator import evaluate_rules
+    from rules.features import TraceContext
+    ctx = TraceContext(events)
+    compiled, errors = [], []
+    for rule in rules or []:
+        try:
+            compiled.append(compile_rule(rule))
+        except Exception as e:  # one bad rule never stops the others
+            errors.append({"rule_id": getattr(rule, "id", "?"), "error": str(e)})
+    findings, eval_errors = evaluate_rules(compiled, ctx)
+    return findings, errors + list(eval_errors), ctx
+
+
+def build_report(artifacts, events: pd.DataFrame, rules=None) -> dict:
+    from diagnosis.slo import evaluate_slos
+    from ingest.align import describe_alignment
+
+    if rules is None:
+        from rules.loader import load_rule_dirs
+        rules = load_rule_dirs(None)
+    findings, rule_errors, ctx = evaluate(events, rules)
+    findings.sort(key=lambda f: (f.get("start_ts") or 0, -RANK.get(f["severity"], 0)))
+    finding_ids = [f"F{i}" for i in range(1, len(findings) + 1)]
+    groups = clustering.cluster_findings(findings)
+    clusters = clustering.describe(groups, findings, finding_ids)
+    cluster_of = {fid: c["id"] for c in clusters for fid in c["findings"]}
+    violations = evaluate_slos(ctx, findings, finding_ids)
+
+    out_findings = []
+    for fid, f in zip(finding_ids, findings):
+        consequence = f.get("consequence_of")
+        out_findings.append({
+            "id": fid,
+            "rule_id": f["rule_id"],
+            "rule_version": f.get("rule_version", 1),
+            "title": f["title"],
+            "severity": f["severity"],
+            "root_cause": f.get("root_cause") or "",
+            "slo": f.get("slo") or None,
+            "cluster": cluster_of.get(fid),
+            "start_ts": int(f.get("start_ts") or 0),
+            "end_ts": int(f.get("end_ts") or f.get("start_ts") or 0),
+            "explanation": f.get("explanation", ""),
+            "recommendations": list(f.get("recommendations") or []),
+            "references": list(f.get("references") or []),
+            "evidence": list(f.get("evidence") or []),
+            "metrics": _jsonable(f.get("metrics") or {}),
+            "consequence_of": finding_ids[consequence] if consequence is not None else None,
+        })
+    span = _time_span(events)
+    return {
+        "version": REPORT_VERSION,
+        "trace": {
+            "artifacts": [a.to_report() for a in artifacts],
+            "events": int(len(events)),
+            "start_ts": span[0],
+            "end_ts": span[1],
+            "alignment": describe_alignment({a.name: a.meta for a in artifacts}),
+        },
+        "findings": out_findings,
+        "violations": violations,
+        "clusters": clusters,
+        "rule_errors": rule_errors,
+        "summary": _summary(out_findings, violations),
+    }
+
+
+def _time_span(events: pd.DataFrame) -> tuple[int | None, int | None]:
+    ts = events["ts"] if len(events) else None
+    if ts is None:
+        return None, None
+    ts = ts[ts > 0]
+    if ts.empty:
+        return None, None
+    return int(ts.min()), int((events.loc[ts.index, "ts"] + events.loc[ts.index, "dur"]).max())
+
+
+def _summary(findings: list[dict], violations: list[dict]) -> dict:
+    counts = {s: 0 for s in RANK}
+    for f in findings:
+        counts[f["severity"]] = counts.get(f["severity"], 0) + 1
+    worst = max((f["severity"] for f in findings), key=lambda s: RANK.get(s, -1), default=None)
+    return {"findings_by_severity": counts, "worst": worst, "violations": len(violations)}
+
+
+def _jsonable(value):
+    """numpy scalars and friends -> plain JSON types."""
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if hasattr(value, "item") and callable(value.item):
+        try:
+            return value.item()
+        except (ValueError, TypeError):
+            pass
+    if isinstance(value, float) and value != value:
+        return None
+    return value

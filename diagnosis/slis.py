@@ -1,0 +1,99 @@
+"""SLIs: named functions from the trace context to observations (ts, value).
+
+Latencies are in milliseconds; ratio SLIs give 1 (good) / 0 (bad) per observation;
+count SLIs give 1 per counted event.
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+CAPTURE_ERRORS = ("cudaErrorStreamCaptureUnsupported", "cudaErrorStreamCaptureInvalidated",
+                  "cudaErrorStreamCaptureMerge", "cudaErrorStreamCaptureUnmatched",
+                  "cudaErrorStreamCaptureUnjoined", "cudaErrorStreamCaptureIsolation",
+                  "cudaErrorStreamCaptureImplicit", "cudaErrorStreamCaptureWrongThread",
+                  "CaptureAborted")
+
+
+def _obs(ts, value) -> pd.DataFrame:
+    return pd.DataFrame({"ts": pd.Series(ts, dtype="int64").to_numpy(),
+                         "value": pd.Series(value, dtype="float64").to_numpy()})
+
+
+def _steady_steps(ctx) -> pd.DataFrame:
+    steps = ctx.feature("decode_steps")
+    return steps[~steps["cold"]] if not steps.empty else steps
+
+
+def token_latency(ctx):
+    steps = _steady_steps(ctx)
+    return _obs(steps["ts"], steps["value"]) if not steps.empty else None
+
+
+def token_latency_tail_ratio(ctx):
+    j = ctx.feature("latency_jitter")
+    return _obs(j["ts"], j["value"]) if not j.empty else None
+
+
+def time_to_first_token(ctx):
+    steps = ctx.feature("decode_steps")
+    return _obs(steps["ts"].iloc[:1], steps["value"].iloc[:1]) if not steps.empty else None
+
+
+def step_time(ctx):
+    ev = ctx.events
+    ann = ev[(ev["kind"] == "annotation") & ev["name"].astype(str).str.startswith("ProfilerStep#")]
+    if ann.empty:
+        return None
+    ann = ann.sort_values("ts").iloc[1:]  # the first profiler step carries warm-up
+    return _obs(ann["ts"], ann["dur"] / 1e6)
+
+
+def collective_duration(ctx):
+    ev = ctx.events
+    coll = ev[(ev["kind"] == "collective") & (ev["dur"] > 0)]
+    timeouts = ev[(ev["kind"] == "error") & (ev["name"] == "NCCLWatchdogTimeout")]
+    elapsed = timeouts["attrs"].map(lambda a: _attr(a, "elapsed_ms")).astype(float)
+    frames = []
+    if not coll.empty:
+        frames.append(_obs(coll["ts"], coll["dur"] / 1e6))
+    if not timeouts.empty:
+        frames.append(_obs(timeouts["ts"], elapsed.fillna(float("inf"))))
+    return pd.concat(frames, ignore_index=True) if frames else None
+
+
+def graph_replay_success(ctx):
+    ev = ctx.events
+    launches = ev[(ev["kind"] == "runtime") & (ev["name"] == "cudaGraphLaunch")]
+    failures = ev[(ev["kind"] == "error") & ev["name"].isin(CAPTURE_ERRORS)]
+    aborted = ctx.feature("capture_aborts")
+    if launches.empty and failures.empty and aborted.empty:
+        return None
+    return pd.concat([_obs(launches["ts"], 1.0), _obs(failures["ts"], 0.0), _obs(aborted["ts"], 0.0)],
+                     ignore_index=True)
+
+
+def oom_count(ctx):
+    ev = ctx.events
+    oom = ev[ev["kind"] == "oom"]
+    return _obs(oom["ts"], 1.0) if not oom.empty else None
+
+
+def error_count(ctx):
+    ev = ctx.events
+    err = ev[(ev["kind"] == "error") & ev["severity"].isin(["error", "critical"])]
+    return _obs(err["ts"], 1.0) if not err.empty else None
+
+
+def _attr(attrs: str, key: str):
+    import orjson
+    try:
+        return orjson.loads(attrs).get(key)
+    except (orjson.JSONDecodeError, AttributeError):
+        return None
+
+
+SLI_FUNCTIONS = {f.__name__: f for f in (token_latency, token_latency_tail_ratio, time_to_first_token,
+                                         step_time, collective_duration, graph_replay_success,
+                                         oom_count, error_count)}
+SLI_UNITS = {"token_latency": "ms", "time_to_first_token": "ms", "step_time": "ms",
+             "collective_duration": "ms", "token_latency_tail_ratio": "x"}

@@ -1,0 +1,110 @@
+"""`nvidia-smi dmon [-s ...] [-o DT]`: a `#` header line of column names, a `#` line of
+units, then one whitespace-separated row per GPU per second; "-" means no value. The header
+repeats every screenful. Without `-o D` rows carry only the time of day: their date is
+unknown, so they are stamped on 1970-01-01 and flagged date_assumed (the aligner moves
+them to the trace's day). Local time without a zone is read as UTC (tz_assumed).
+"""
+from __future__ import annotations
+
+from ingest.events import EventSink, ParseError, ParseReport, clamp_int
+from ingest.parsers._telemetry import clock_meta, iter_lines, parse_wallclock
+
+FORMAT = "nvidia_smi_dmon"
+SOURCE = "nvidia_smi"
+
+DAY_NS = 86_400 * 10**9
+# dmon column -> (metric name as NVML samples call it, unit when the units line lacks one)
+COLUMNS = {
+    "pwr": ("power", "W"), "gtemp": ("temp", "C"), "mtemp": ("temp.mem", "C"),
+    "sm": ("gpu.util", "%"), "mem": ("mem.util", "%"), "enc": ("enc.util", "%"), "dec": ("dec.util", "%"),
+    "jpg": ("jpg.util", "%"), "ofa": ("ofa.util", "%"), "mclk": ("clock.mem", "MHz"),
+    "pclk": ("clock.sm", "MHz"), "pviol": ("violation.power", "%"), "tviol": ("violation.thermal", "bool"),
+    "fb": ("mem.used", "MB"), "bar1": ("bar1.used", "MB"), "ccpm": ("ccpm.used", "MB"),
+    "sbecc": ("ecc.sbe", "errs"), "dbecc": ("ecc.dbe", "errs"), "pci": ("pcie.replay", "errs"),
+    "rxpci": ("pcie.rx", "MB/s"), "txpci": ("pcie.tx", "MB/s"),
+}
+
+
+def sniff(head: bytes, name: str) -> bool:
+    for raw in head.split(b"\n", 3)[:3]:
+        words = raw.decode("utf-8", "replace").lstrip("#").lower().split()
+        if raw.startswith(b"#") and "gpu" in words and len(set(words) & set(COLUMNS)) >= 2:
+            return True
+    return False
+
+
+def parse(path, sink: EventSink, report: ParseReport) -> None:
+    names: list[str] = []
+    units: list[str] = []
+    rows = 0
+    day_offset, last_tod = 0, None
+    for lineno, line in iter_lines(path):
+        if not line.strip():
+            continue
+        if line.startswith("#"):
+            words = line[1:].split()
+            if words and words[0].lower() in ("time", "date", "gpu"):
+                names, units = [w.lower() for w in words], []
+            elif names and len(words) == len(names):
+                units = words
+            continue
+        loc = f"line {lineno}"
+        cells = line.split()
+        if not names or len(cells) != len(names):
+            report.warn(f"{loc}: {len(cells)} values for {len(names)} header columns; skipped")
+            report.skipped["row not matching the header"] += 1
+            continue
+        row = dict(zip(names, cells))
+        tod = _time_of_day(row.get("time", ""))
+        if "time" in row and tod is None:
+            report.skipped["row with a bad time"] += 1
+            continue
+        ts = rows
+        if tod is not None:
+            if last_tod is not None and tod < last_tod - DAY_NS // 2:
+                day_offset += DAY_NS  # past midnight
+            last_tod = tod
+            ts = _date_ns(row.get("date", "")) + day_offset + tod
+        rows += 1
+        device = clamp_int(row.get("gpu"))
+        for i, (col, text) in enumerate(zip(names, cells)):
+            if col not in COLUMNS or text == "-":
+                continue
+            try:
+                value = float(text)
+            except ValueError:
+                report.skipped[f"non-numeric {col}"] += 1
+                continue
+            name, unit = COLUMNS[col]
+            unit = units[i] if i < len(units) and units[i] not in ("-",) else unit
+            if unit == "MB":  # dmon's MB are MiB
+                value, unit = value * 2**20, "bytes"
+            sink.emit(ts=ts, kind="sample", name=name, unit=unit, value=value, device=device, loc=loc)
+            if col == "dbecc" and value > 0:
+                sink.emit(ts=ts, kind="error", name="EccUncorrectable", device=device, value=value,
+                          severity="critical", loc=loc, attrs={"field": "dbecc"})
+    if not rows:
+        raise ParseError(str(path), "line 1", "nvidia-smi dmon rows under a '# gpu ...' header")
+    if "time" not in names:
+        report.meta["clock"] = clock_meta("none", "dmon without -o T: rows are in capture order, 1 s apart")
+    elif "date" not in names:
+        report.meta["clock"] = clock_meta("unix", "dmon -o T: time of day only, date and zone unknown",
+                                          date_assumed=True, tz_assumed=True)
+    else:
+        report.meta["clock"] = clock_meta("unix", "dmon -o DT: local time read as UTC", tz_assumed=True)
+
+
+def _time_of_day(text: str) -> int | None:
+    parts = text.split(":")
+    if len(parts) != 3 or not all(p.isdigit() for p in parts):
+        return None
+    h, m, s = (int(p) for p in parts)
+    return ((h * 60 + m) * 60 + s) * 10**9
+
+
+def _date_ns(text: str) -> int:
+    if len(text) == 8 and text.isdigit():
+        parsed = parse_wallclock(f"{text[:4]}-{text[4:6]}-{text[6:]} 00:00:00")
+        if parsed:
+            return parsed[0]
+    return 0

@@ -1,0 +1,159 @@
+"""Decode-loop features: steps, cold start, steady-state latency jitter, allocator churn.
+
+Steps come from per-token latency records (token_latency.jsonl) when the trace has them,
+else from `decode_step_N` / `ProfilerStep#N` annotations of a profiler trace.
+A step is a cold-start step while the leading steps stay far above the steady median
+(lazy CUDA module loading, cuBLAS/cuDNN init, allocator warm-up): those are reported once
+and excluded from steady-state SLIs, so they are never mistaken for jitter.
+"""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+
+from rules.features import feature
+
+COLD_FACTOR = 3.0        # a leading step this many times the steady median is cold
+MAX_COLD_STEPS = 5
+SPIKE_FACTOR = 1.5       # a steady step this many times the median is a spike
+ALLOC_CALLS = ("cudaMalloc", "cudaFree", "cudaMallocAsync", "cudaFreeAsync", "cuMemAlloc_v2",
+               "cuMemFree_v2", "hipMalloc", "hipFree")
+
+
+def _steps_from_events(ev: pd.DataFrame) -> pd.DataFrame:
+    tok = ev[(ev["source"] == "token_latency") & (ev["kind"] == "span")]
+    if len(tok):
+        steps = tok[["ts", "dur", "host", "pid", "artifact", "loc", "attrs"]].copy()
+        steps["origin"] = "token_latency"
+        return steps
+    ann = ev[(ev["kind"] == "annotation")]
+    names = ann["name"].astype(str)
+    mask = names.str.match(r"^(decode_step_\d+|ProfilerStep#\d+)$")
+    ann = ann[mask & (ann["dur"] > 0)]
+    if ann.empty:
+        return ann.assign(origin=pd.Series(dtype=str))
+    # a step annotated on the CPU and on the GPU lane: keep the CPU (wider) one once
+    ann = ann.sort_values("dur", ascending=False).drop_duplicates("name").sort_values("ts")
+    steps = ann[["ts", "dur", "host", "pid", "artifact", "loc", "attrs", "name"]].copy()
+    steps["origin"] = "annotation"
+    return steps
+
+
+@feature("decode_steps", doc="One row per decode step / profiler step: ts, dur, value = latency in ms, "
+         "step = index, cold = part of the cold start, spike = above 1.5x the steady median.")
+def decode_steps(ctx) -> pd.DataFrame:
+    steps = _steps_from_events(ctx.events).sort_values("ts", ignore_index=True)
+    if steps.empty:
+        return steps
+    steps["kind"] = "span"
+    steps["name"] = "decode_step"
+    steps["value"] = steps["dur"] / 1e6
+    steps["unit"] = "ms"
+    steps["step"] = np.arange(len(steps))
+    lat = steps["value"].to_numpy()
+    tail_median = float(np.median(lat[min(MAX_COLD_STEPS, len(lat) // 2):])) if len(lat) > 2 else float(np.median(lat))
+    cold = np.zeros(len(lat), dtype=bool)
+    for i in range(min(MAX_COLD_STEPS, len(lat) - 1)):
+        if lat[i] >= COLD_FACTOR * tail_median:
+            cold[i] = True
+        else:
+            break
+    steps["cold"] = cold
+    steady = lat[~cold]
+    median = float(np.median(steady)) if len(steady) else tail_median
+    steps["spike"] = ~cold & (lat >= SPIKE_FACTOR * median)
+    steps["steady_median_ms"] = median
+    return steps
+
+
+@feature("cold_start", doc="The leading cold-start steps (one summary row): value = cold steps' total ms, "
+         "attrs: steps, first_ms, steady_median_ms.")
+def cold_start(ctx) -> pd.DataFrame:
+    steps = ctx.feature("decode_steps")
+    if steps.empty or not steps["cold"].any():
+        return steps.iloc[0:0]
+    cold = steps[steps["cold"]]
+    row = cold.iloc[[0]].copy()
+    row["dur"] = int(cold["ts"].max() + cold["dur"].iloc[-1] - cold["ts"].min())
+    row["value"] = float(cold["value"].sum())
+    row["name"] = "cold_start"
+    row["attrs"] = json.dumps({
+        "steps": int(len(cold)), "last_cold_step": int(cold["step"].max()),
+        "first_ms": round(float(cold["value"].iloc[0]), 1),
+        "steady_median_ms": round(float(steps["steady_median_ms"].iloc[0]), 2),
+        "ratio": round(float(cold["value"].iloc[0]) / max(float(steps["steady_median_ms"].iloc[0]), 1e-9), 1),
+    })
+    return row
+
+
+@feature("steady_state", doc="The steady-state window after the cold start (one row): ts, dur.")
+def steady_state(ctx) -> pd.DataFrame:
+    steps = ctx.feature("decode_steps")
+    if steps.empty:
+        return steps
+    steady = steps[~steps["cold"]]
+    if steady.empty:
+        return steady
+    row = steady.iloc[[0]].copy()
+    row["dur"] = int(steady["ts"].iloc[-1] + steady["dur"].iloc[-1] - steady["ts"].iloc[0])
+    row["name"] = "steady_state"
+    row["value"] = float(len(steady))
+    return row
+
+
+@feature("latency_jitter", doc="Steady-state step latency (one summary row): value = p99 / median; "
+         "attrs: p50_ms, p99_ms, max_ms, steps, spikes.")
+def latency_jitter(ctx) -> pd.DataFrame:
+    steps = ctx.feature("decode_steps")
+    steady = steps[~steps["cold"]] if not steps.empty else steps
+    if len(steady) < 8:
+        return steady.iloc[0:0]
+    lat = steady["value"].to_numpy()
+    p50, p99 = float(np.median(lat)), float(np.quantile(lat, 0.99))
+    row = steady.iloc[[0]].copy()
+    row["dur"] = int(steady["ts"].iloc[-1] + steady["dur"].iloc[-1] - steady["ts"].iloc[0])
+    row["name"] = "latency_jitter"
+    row["value"] = p99 / p50 if p50 > 0 else float("nan")
+    row["attrs"] = json.dumps({"p50_ms": round(p50, 3), "p99_ms": round(p99, 3),
+                               "max_ms": round(float(lat.max()), 3), "steps": int(len(lat)),
+                               "spikes": int(steady["spike"].sum()), "ratio": round(p99 / p50, 2)})
+    return row
+
+
+@feature("alloc_churn", doc="cudaMalloc/cudaFree-type runtime calls inside the steady state (one summary "
+         "row): value = calls; attrs: malloc, free, steps, steps_with_calls, spikes, spikes_with_calls.")
+def alloc_churn(ctx) -> pd.DataFrame:
+    ev = ctx.events
+    calls = ev[(ev["kind"] == "runtime") & ev["name"].isin(ALLOC_CALLS)]
+    steps = ctx.feature("decode_steps")
+    steady = steps[~steps["cold"]] if not steps.empty else steps
+    if not steady.empty:
+        lo = int(steady["ts"].iloc[0])
+        hi = int(steady["ts"].iloc[-1] + steady["dur"].iloc[-1])
+        calls = calls[(calls["ts"] >= lo) & (calls["ts"] <= hi)]
+    if calls.empty:
+        return calls.iloc[0:0]
+    names = calls["name"].astype(str)
+    frees = int(names.str.contains("Free").sum())
+    info = {"malloc": int(len(calls) - frees), "free": frees}
+    if not steady.empty:
+        starts = steady["ts"].to_numpy()
+        ends = starts + steady["dur"].to_numpy()
+        idx = np.searchsorted(starts, calls["ts"].to_numpy(), side="right") - 1
+        valid = (idx >= 0) & (calls["ts"].to_numpy() <= ends[np.clip(idx, 0, None)])
+        with_calls = np.zeros(len(steady), dtype=bool)
+        with_calls[idx[valid]] = True
+        spikes = steady["spike"].to_numpy()
+        info.update(steps=int(len(steady)), steps_with_calls=int(with_calls.sum()),
+                    spikes=int(spikes.sum()), spikes_with_calls=int((spikes & with_calls).sum()))
+        jitter = ctx.feature("latency_jitter")
+        if not jitter.empty:
+            info["jitter_ratio"] = round(float(jitter["value"].iloc[0]), 2)
+    row = calls.iloc[[0]].copy()
+    row["dur"] = int(calls["ts"].iloc[-1] - calls["ts"].iloc[0])
+    row["name"] = "alloc_churn"
+    row["value"] = float(len(calls))
+    row["attrs"] = json.dumps(info)
+    return row

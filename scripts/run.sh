@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# `make run`: the web app on http://HOST:PORT and one Celery worker, on the embedded
+# default (SQLite + a broker that needs no server) unless DATABASE_URL/CELERY_BROKER_URL say otherwise.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+HOST=${1:-127.0.0.1}
+PORT=${2:-8000}
+PY=.venv/bin/python
+mkdir -p var
+$PY manage.py migrate --noinput
+$PY manage.py loadrules
+$PY manage.py ensuredemo
+.venv/bin/celery -A tracedoc worker --pool=solo --concurrency=1 --loglevel=INFO &
+WORKER=$!
+trap 'kill $WORKER 2>/dev/null || true' EXIT INT TERM
+echo "tracedoc: http://$HOST:$PORT  (worker pid $WORKER)"
+$PY manage.py runserver "$HOST:$PORT" --noreload
