@@ -53,23 +53,31 @@ def _safe_stem(name: str) -> str:
     return f"{stem}.{hashlib.sha256(name.encode()).hexdigest()[:8]}"
 
 
-def load_events(artifacts: Iterable[ArtifactResult]) -> pd.DataFrame:
-    """All artifacts' events on one clock, as one DataFrame (categoricals for names)."""
-    from ingest.align import align_tables
+def load_events(artifacts: Iterable[ArtifactResult],
+                clock_offsets: dict[str, int] | None = None) -> tuple[pd.DataFrame, list[dict]]:
+    """All artifacts' events on one clock, as one DataFrame sorted by time, and the
+    alignment that was applied (one entry per artifact, shown in the report)."""
+    from ingest.align import align_tables, describe_alignment
+    artifacts = list(artifacts)
     tables = {a.name: pq.read_table(a.parquet) for a in artifacts if a.parquet and a.parquet.exists()}
     if not tables:
-        return SCHEMA.empty_table().to_pandas()
-    aligned = align_tables(tables, {a.name: a.meta for a in artifacts})
+        return SCHEMA.empty_table().to_pandas(), []
+    metas = {a.name: a.meta for a in artifacts}
+    alignment = describe_alignment(tables, metas, clock_offsets)
+    aligned = align_tables(tables, metas, clock_offsets)
     table = pa.concat_tables(list(aligned.values()), promote_options="permissive").unify_dictionaries()
     df = table.to_pandas()
-    return df.sort_values("ts", kind="stable", ignore_index=True)
+    return df.sort_values("ts", kind="stable", ignore_index=True), alignment
 
 
-def diagnose(artifacts: list[ArtifactResult], rules=None) -> dict:
+def diagnose(artifacts: list[ArtifactResult], rules=None, clock_offsets: dict[str, int] | None = None,
+             warnings: list[str] | None = None) -> dict:
     """Report (DESIGN.md "Interfaces") for parsed artifacts."""
     from diagnosis.report import build_report
-    events = load_events(artifacts)
-    return build_report(artifacts, events, rules=rules)
+    events, alignment = load_events(artifacts, clock_offsets)
+    report = build_report(artifacts, events, rules=rules, alignment=alignment)
+    report["trace"]["warnings"] = list(warnings or [])
+    return report
 
 
 def run(paths: list[str | Path], rules_dir: str | Path | None = None, rules=None,
@@ -84,7 +92,8 @@ def run(paths: list[str | Path], rules_dir: str | Path | None = None, rules=None
         tmp = Path(tmp)
         with expand(paths, tmp / "unpacked") as members:
             results = [_parse_with_progress(m, tmp, show_progress) for m in members]
-            return diagnose(results, rules=rules)
+            return diagnose(results, rules=rules, clock_offsets=members.clock_offsets,
+                            warnings=members.warnings)
 
 
 def _parse_with_progress(member, workdir: Path, show: bool) -> ArtifactResult:

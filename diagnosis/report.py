@@ -25,9 +25,8 @@ def evaluate(events: pd.DataFrame, rules) -> tuple[list[dict], list[dict], objec
     return findings, errors + list(eval_errors), ctx
 
 
-def build_report(artifacts, events: pd.DataFrame, rules=None) -> dict:
+def build_report(artifacts, events: pd.DataFrame, rules=None, alignment: list[dict] | None = None) -> dict:
     from diagnosis.slo import evaluate_slos
-    from ingest.align import describe_alignment
 
     if rules is None:
         from rules.loader import load_rule_dirs
@@ -69,7 +68,7 @@ def build_report(artifacts, events: pd.DataFrame, rules=None) -> dict:
             "events": int(len(events)),
             "start_ts": span[0],
             "end_ts": span[1],
-            "alignment": describe_alignment({a.name: a.meta for a in artifacts}),
+            "alignment": alignment or [],
         },
         "findings": out_findings,
         "violations": violations,

@@ -5,6 +5,7 @@ count SLIs give 1 per counted event.
 """
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 CAPTURE_ERRORS = ("cudaErrorStreamCaptureUnsupported", "cudaErrorStreamCaptureInvalidated",
@@ -15,8 +16,9 @@ CAPTURE_ERRORS = ("cudaErrorStreamCaptureUnsupported", "cudaErrorStreamCaptureIn
 
 
 def _obs(ts, value) -> pd.DataFrame:
-    return pd.DataFrame({"ts": pd.Series(ts, dtype="int64").to_numpy(),
-                         "value": pd.Series(value, dtype="float64").to_numpy()})
+    """Observations; a scalar value applies to every timestamp."""
+    ts = np.asarray(ts, dtype=np.int64)
+    return pd.DataFrame({"ts": ts, "value": np.broadcast_to(np.asarray(value, dtype=np.float64), ts.shape)})
 
 
 def _steady_steps(ctx) -> pd.DataFrame:

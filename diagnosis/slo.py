@@ -133,8 +133,8 @@ def evaluate_slos(ctx, findings: list[dict], finding_ids: list[str], slos: list[
     for slo in slos if slos is not None else load_slos():
         try:
             v = evaluate_slo(slo, ctx)
-        except SLOError as e:
-            out.append({"slo": slo.id, "error": str(e)})
+        except Exception as e:  # one broken SLI never hides the others
+            out.append({"slo": slo.id, "error": f"{type(e).__name__}: {e}"})
             continue
         if v is None:
             continue

@@ -2,8 +2,10 @@
 
 The document is read once; `traceEvents` is split into raw per-event slices (no copy,
 no dicts), and the slices are decoded chunk by chunk into small typed Structs, so only
-one chunk of Python objects is alive at a time. A chunk that does not fit the types (a
-broken event) is decoded event by event, and only the broken events are skipped.
+one chunk of Python objects is alive at a time. Typed `args` are decoded only for the
+events whose args feed columns (GPU activity, runtime calls, memory events). A chunk that
+does not fit the types (a broken event) is decoded event by event, and only the broken
+events are skipped.
 """
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from typing import Iterator
 import msgspec
 
 from ingest.events import ParseError
-from ingest.io import open_bytes
+from ingest.io import MAX_DECOMPRESSED, is_gzip, open_bytes
 
 CHUNK_EVENTS = 65_536
 
@@ -48,32 +50,20 @@ class Event(msgspec.Struct):
     args: msgspec.Raw = msgspec.Raw(b"")
 
 
-class EventArgs(msgspec.Struct):
-    """Second view of the same event bytes: only the typed args."""
-    args: Args | None = None
-
-
-class LaunchRef(msgspec.Struct):
-    """What pass 1 needs: the trace's time range, and correlation id -> launching thread."""
-    ts: float | None = None
-    cat: str | None = None
-    pid: int | float | str | None = None
-    tid: int | float | str | None = None
-    args: Args | None = None
-
-
 _EVENTS = msgspec.json.Decoder(list[Event])
-_ARGS = msgspec.json.Decoder(list[EventArgs])
-_LAUNCH = msgspec.json.Decoder(list[LaunchRef])
+_ARGS = msgspec.json.Decoder(list[Args | None])
 _ONE_EVENT = msgspec.json.Decoder(Event)
-_ONE_ARGS = msgspec.json.Decoder(EventArgs)
-_ONE_LAUNCH = msgspec.json.Decoder(LaunchRef)
+_ONE_ARGS = msgspec.json.Decoder(Args | None)
 _TOP = msgspec.json.Decoder(dict[str, msgspec.Raw])
 _RAW_LIST = msgspec.json.Decoder(list[msgspec.Raw])
 
 
 def read_content(path: Path) -> bytes:
     """Whole (gunzipped) content; a damaged or truncated gzip names the byte reached."""
+    if not is_gzip(path):
+        if path.stat().st_size > MAX_DECOMPRESSED:
+            raise ParseError(str(path), f"byte {MAX_DECOMPRESSED:,}", "a trace under the size limit")
+        return path.read_bytes()  # one allocation of the known size
     with open_bytes(path) as f:
         chunks, done = [], 0
         try:
@@ -125,9 +115,7 @@ def _join(raws: list[msgspec.Raw]) -> bytes:
 class Chunk:
     start: int                 # index of the first event in traceEvents
     events: list[Event]
-    args: list[Args | None]
     index: list[int] | None    # traceEvents index per event when some were skipped
-    raws: list[msgspec.Raw]
     long_digits: bool          # some number of 19+ digits: may not fit int64
 
 
@@ -147,43 +135,32 @@ def iter_chunks(doc: Document, broken: list[tuple[int, str]]) -> Iterator[Chunk]
         raws = raws_all[start:start + CHUNK_EVENTS]
         blob = _join(raws)
         try:
-            events = _EVENTS.decode(blob)
-            args = [a.args for a in _ARGS.decode(blob)]
-            yield Chunk(start, events, args, None, raws, has_long_digits(blob))
+            yield Chunk(start, _EVENTS.decode(blob), None, has_long_digits(blob))
             continue
         except msgspec.DecodeError:
             pass
         del blob
-        events, args, index, kept = [], [], [], []
+        events, index, kept = [], [], []
         for i, raw in enumerate(raws, start):
             try:
-                ev = _ONE_EVENT.decode(raw)
+                events.append(_ONE_EVENT.decode(raw))
             except msgspec.DecodeError as e:
                 broken.append((i, str(e)))
                 continue
-            try:
-                a = _ONE_ARGS.decode(raw).args
-            except msgspec.DecodeError:
-                a = None  # args of odd types: the event stays, its args only in attrs
-            events.append(ev)
-            args.append(a)
             index.append(i)
             kept.append(raw)
-        yield Chunk(start, events, args, index, kept, any(has_long_digits(bytes(r)) for r in kept))
+        yield Chunk(start, events, index, any(has_long_digits(bytes(r)) for r in kept))
 
 
-def iter_launch_refs(doc: Document) -> Iterator[list[LaunchRef]]:
-    """Pass 1: host side of every event, for the correlation-id join."""
-    raws_all = doc.events
-    for start in range(0, len(raws_all), CHUNK_EVENTS):
-        raws = raws_all[start:start + CHUNK_EVENTS]
-        try:
-            yield _LAUNCH.decode(_join(raws))
-        except msgspec.DecodeError:
-            refs = []
-            for raw in raws:
-                try:
-                    refs.append(_ONE_LAUNCH.decode(raw))
-                except msgspec.DecodeError:
-                    pass  # reported by the main pass
-            yield refs
+def decode_args(raws: list[bytes]) -> list[Args | None]:
+    """The typed args of some events (one decoder call); odd-typed args come back None."""
+    try:
+        return _ARGS.decode(_join(raws))
+    except msgspec.DecodeError:
+        out = []
+        for raw in raws:
+            try:
+                out.append(_ONE_ARGS.decode(raw))
+            except msgspec.DecodeError:
+                out.append(None)  # the event stays; its args only in attrs
+        return out

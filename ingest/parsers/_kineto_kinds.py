@@ -28,8 +28,6 @@ CATEGORY_KIND = {
     "cpu_instant_event": "marker",
     "Trace": "marker", "overhead": "marker", "Overhead": "marker",
 }
-# Categories that are markers by design: not counted as "not understood".
-KNOWN_MARKER_CATEGORIES = {"Trace", "overhead", "Overhead", "cpu_instant_event"}
 # Device-side kinds: their host pid/tid come from the launching runtime call.
 DEVICE_KINDS = ("kernel", "memcpy", "memset", "sync")
 FLOW_PHASES = ("s", "f", "t")
@@ -125,7 +123,3 @@ def collective_attrs(name: str, args: dict[str, Any], rank: int | None) -> dict[
         out["rank"] = rank
     return out
 
-
-def is_collective(kind: str, name: str) -> bool:
-    return (kind == "kernel" and name.startswith(NCCL_KERNEL_PREFIXES)) or \
-        (kind == "cpu_op" and name == PARAM_COMMS_OP)

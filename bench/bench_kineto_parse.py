@@ -1,0 +1,141 @@
+"""Kineto parse benchmark: tracedoc's parse_artifact (to Parquet) vs HolisticTraceAnalysis.
+
+    python -m bench.bench_kineto_parse [--mb 150]
+
+Builds, in a temp dir, a Kineto JSON of at least --mb MB by tiling
+h200/healthy_decode/kineto_trace.json.gz (each copy shifted in time, correlation ids and
+external ids shifted so launches still pair), then runs each loader in its own subprocess
+and reads its peak RSS (ru_maxrss of the process and its children).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import orjson
+
+from tests.corpus import corpus
+
+SOURCE = ("h200", "healthy_decode", "kineto_trace.json.gz")
+TARGET_SPEEDUP = 5.0
+TARGET_RSS_OVER_SIZE = 2.0
+
+
+def build_trace(out: Path, min_mb: int) -> int:
+    """Tile the source trace until the JSON is at least min_mb MB; returns its size."""
+    from ingest.io import read_all
+    doc = orjson.loads(read_all(corpus(*SOURCE)))
+    events = doc.pop("traceEvents")
+    timed = [e for e in events if isinstance(e.get("ts"), (int, float))]
+    span = max(e["ts"] + e.get("dur", 0) for e in timed) - min(e["ts"] for e in timed) + 1000.0
+    corr_span = 1 + max((e.get("args", {}).get("correlation", 0) for e in events), default=0)
+    ext_span = 1 + max((e.get("args", {}).get("External id", 0) for e in events), default=0)
+    one_copy = len(orjson.dumps(events))
+    copies = max(1, -(-min_mb * 1024**2 // one_copy))
+    doc["distributedInfo"] = {"backend": "nccl", "rank": 0, "world_size": 1}  # HTA needs a rank
+    with open(out, "wb") as f:
+        head = orjson.dumps(doc)
+        f.write(head[:-1] + b',"traceEvents":[')
+        for k in range(copies):
+            for i, e in enumerate(events if k == 0 else (_shift(e, k, span, corr_span, ext_span)
+                                                          for e in events)):
+                if k or i:
+                    f.write(b",")
+                f.write(orjson.dumps(e))
+        f.write(b"]}")
+    return out.stat().st_size
+
+
+def _shift(e: dict, k: int, span: float, corr_span: int, ext_span: int) -> dict:
+    e = dict(e)
+    if isinstance(e.get("ts"), (int, float)) and e.get("ph") != "M":
+        e["ts"] = e["ts"] + k * span
+    if e.get("ph") in ("s", "f") and isinstance(e.get("id"), int):
+        e["id"] = e["id"] + k * corr_span
+    args = e.get("args")
+    if isinstance(args, dict):
+        args = dict(args)
+        if isinstance(args.get("correlation"), int):
+            args["correlation"] += k * corr_span
+        if isinstance(args.get("External id"), int):
+            args["External id"] += k * ext_span
+        e["args"] = args
+    return e
+
+
+def _peak_rss_bytes() -> int:
+    self_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    children_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return max(self_kb, children_kb) * 1024  # Linux reports KiB
+
+
+def worker(which: str, trace: Path) -> None:
+    """Runs in a fresh interpreter: load, then print seconds and peak RSS as JSON."""
+    if which == "ours":
+        from ingest.parse import parse_artifact
+        started = time.perf_counter()
+        report = parse_artifact(trace, trace.with_suffix(".parquet"), "bench")
+        seconds, events = time.perf_counter() - started, report.events
+    else:
+        from hta.trace_analysis import TraceAnalysis
+        started = time.perf_counter()
+        analysis = TraceAnalysis(trace_dir=str(trace.parent))
+        seconds = time.perf_counter() - started
+        events = sum(len(df) for df in analysis.t.traces.values())
+    print(json.dumps({"seconds": seconds, "peak_rss": _peak_rss_bytes(), "events": events}))
+
+
+def run(which: str, trace: Path) -> dict:
+    proc = subprocess.run([sys.executable, "-m", "bench.bench_kineto_parse", "--worker", which,
+                           str(trace)], capture_output=True, text=True)
+    if proc.returncode:
+        return {"error": (proc.stderr or proc.stdout).strip().splitlines()[-1:]}
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--mb", type=int, default=150, help="minimum size of the tiled JSON (MB)")
+    ap.add_argument("--worker", choices=("ours", "hta"), help=argparse.SUPPRESS)
+    ap.add_argument("trace", nargs="?", type=Path, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.worker:
+        worker(args.worker, args.trace)
+        return 0
+    with tempfile.TemporaryDirectory() as tmp:
+        trace_dir = Path(tmp) / "traces"
+        trace_dir.mkdir()
+        trace = trace_dir / "rank0.pt.trace.json"
+        size = build_trace(trace, args.mb)
+        print(f"tiled Kineto JSON: {size / 1024**2:,.1f} MiB ({trace.name})")
+        ours = run("ours", trace)
+        trace.with_suffix(".parquet").unlink(missing_ok=True)  # HTA reads every file in the dir
+        hta = run("hta", trace)
+    _print("tracedoc parse_artifact -> Parquet", ours, size)
+    _print("HolisticTraceAnalysis load", hta, size)
+    if "error" in ours or "error" in hta:
+        return 1
+    speedup = hta["seconds"] / ours["seconds"]
+    rss_ratio = ours["peak_rss"] / size
+    print(f"speed-up vs HTA: {speedup:.1f}x (target >= {TARGET_SPEEDUP:.0f}x)")
+    print(f"peak RSS: ours {rss_ratio:.2f}x the JSON size (target <= {TARGET_RSS_OVER_SIZE:.0f}x), "
+          f"HTA {hta['peak_rss'] / size:.2f}x; HTA/ours {hta['peak_rss'] / ours['peak_rss']:.1f}x")
+    return 0 if speedup >= TARGET_SPEEDUP and rss_ratio <= TARGET_RSS_OVER_SIZE else 1
+
+
+def _print(label: str, result: dict, size: int) -> None:
+    if "error" in result:
+        print(f"{label}: FAILED: {result['error']}")
+        return
+    print(f"{label}: {result['seconds']:.2f} s, peak RSS {result['peak_rss'] / 1024**2:,.0f} MiB, "
+          f"{result['events']:,} events")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

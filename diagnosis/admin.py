@@ -1,0 +1,17 @@
+from django.contrib import admin
+
+from diagnosis.models import Cluster, Finding
+
+
+@admin.register(Cluster)
+class ClusterAdmin(admin.ModelAdmin):
+    list_display = ("title", "team", "severity", "status", "trace_count", "last_seen", "assignee")
+    list_filter = ("status", "severity", "team")
+    search_fields = ("title", "root_cause", "fingerprint")
+
+
+@admin.register(Finding)
+class FindingAdmin(admin.ModelAdmin):
+    list_display = ("report_id", "title", "severity", "rule_id", "trace")
+    list_filter = ("severity",)
+    search_fields = ("rule_id", "title", "root_cause")

@@ -1,0 +1,62 @@
+"""`diagnosis.diagnose_trace`: the parsed events of a trace -> report, findings, clusters.
+
+Idempotent: the report and the trace's findings are replaced, cluster counts recomputed.
+"""
+from __future__ import annotations
+
+import logging
+
+from celery import shared_task
+from celery.exceptions import SoftTimeLimitExceeded
+
+from diagnosis.models import record_report
+from ingest.models import Artifact, Trace
+from ingest.storage import ContentStore
+
+log = logging.getLogger(__name__)
+
+
+@shared_task(name="diagnosis.diagnose_trace", acks_late=True)
+def diagnose_trace(trace_id: int) -> None:
+    trace = Trace.objects.filter(pk=trace_id).select_related("team").first()
+    if trace is None:
+        return
+    trace.transition(Trace.State.DIAGNOSING)
+    try:
+        report = diagnose_stored(trace, rules_for(trace.team))
+    except SoftTimeLimitExceeded:
+        trace.transition(Trace.State.FAILED, error="diagnosis took longer than the worker's time limit "
+                         "(TRACEDOC_TASK_SOFT_TIME_LIMIT); a team rule may be too costly")
+        return
+    except Exception as e:
+        log.exception("diagnose_trace %s failed", trace.pk)
+        trace.transition(Trace.State.FAILED, error=f"diagnosis failed ({type(e).__name__}: {e}); "
+                         "the worker log has the details")
+        return
+    record_report(trace, report)
+    trace.transition(Trace.State.DONE, report=report)
+
+
+def rules_for(team) -> list:
+    """The builtin pack, with the team's enabled rules added (a team rule with a builtin
+    rule's id replaces it)."""
+    from rules.loader import load_rule_dirs
+    from rules.models import Rule
+    merged = {r.id: r for r in load_rule_dirs(None)}
+    merged.update((r.id, r) for r in Rule.objects.loaded_for(team))
+    return list(merged.values())
+
+
+def artifact_results(trace: Trace, store: ContentStore | None = None) -> list:
+    """The trace's parsed artifacts as the pipeline knows them (archives are containers,
+    their members are the artifacts)."""
+    from diagnosis.pipeline import ArtifactResult
+    store = store or ContentStore()
+    return [ArtifactResult(name=a.name, format=a.format, events=a.event_count, warnings=list(a.warnings),
+                           error=a.error, parquet=a.parquet_path(store), meta=a.meta)
+            for a in trace.artifacts.exclude(format__in=Artifact.CONTAINERS)]
+
+
+def diagnose_stored(trace: Trace, rules: list) -> dict:
+    from diagnosis.pipeline import diagnose
+    return diagnose(artifact_results(trace), rules=rules)

@@ -1,0 +1,58 @@
+"""Small display filters shared by the trace and cluster pages."""
+import re
+from datetime import datetime, timezone
+
+from django import template
+from django.utils.html import conditional_escape
+from django.utils.safestring import mark_safe
+
+register = template.Library()
+
+SEVERITY_ORDER = ("critical", "error", "warning", "info")
+_BACKTICKS = re.compile(r"`([^`<>]{1,200})`")
+
+
+@register.filter
+def ns_time(ns) -> str:
+    """Nanoseconds since the epoch -> `2025-11-29 09:01:02.123456 UTC`."""
+    if not ns:
+        return ""
+    dt = datetime.fromtimestamp(int(ns) / 1e9, tz=timezone.utc)
+    return dt.strftime("%Y-%m-%d %H:%M:%S.%f UTC")
+
+
+@register.filter
+def ns_duration(ns) -> str:
+    if ns is None:
+        return ""
+    ns = int(ns)
+    for unit, scale in (("s", 10**9), ("ms", 10**6), ("µs", 10**3)):
+        if ns >= scale:
+            return f"{ns / scale:.3g} {unit}"
+    return f"{ns} ns"
+
+
+@register.filter
+def severity_counts(counts: dict) -> list[tuple[str, int]]:
+    """{"error": 2, "info": 0, ...} -> [("error", 2)], worst first, zeros dropped."""
+    counts = counts or {}
+    return [(s, counts[s]) for s in SEVERITY_ORDER if counts.get(s)]
+
+
+@register.filter
+def get(mapping: dict, key):
+    return (mapping or {}).get(key)
+
+
+@register.filter(needs_autoescape=True)
+def inline_code(text, autoescape=True):
+    """Rule texts quote code in `backticks`: show it as code, everything else escaped."""
+    escaped = conditional_escape(str(text)) if autoescape else str(text)
+    return mark_safe(_BACKTICKS.sub(r"<code>\1</code>", escaped))
+
+
+@register.filter
+def http_url(url) -> str:
+    """A reference link from a (team-written) rule: only http(s) URLs become links."""
+    url = str(url or "")
+    return url if url.startswith(("https://", "http://")) else ""

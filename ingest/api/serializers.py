@@ -1,0 +1,71 @@
+from django.urls import reverse
+from rest_framework import serializers
+
+from ingest.models import Artifact, Trace
+
+
+class ArtifactSerializer(serializers.ModelSerializer):
+    archive = serializers.SlugRelatedField(source="parent", slug_field="name", read_only=True)
+
+    class Meta:
+        model = Artifact
+        fields = ["id", "name", "archive", "size", "sha256", "format", "event_count", "warnings", "error",
+                  "start_ts", "end_ts"]
+
+
+class ProgressSerializer(serializers.Serializer):
+    percent = serializers.IntegerField(source="progress_percent")
+    bytes_total = serializers.IntegerField()
+    bytes_done = serializers.IntegerField()
+    events_done = serializers.IntegerField()
+    artifacts_total = serializers.IntegerField()
+    artifacts_done = serializers.IntegerField()
+
+
+class TraceSerializer(serializers.ModelSerializer):
+    team = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    progress = ProgressSerializer(source="*", read_only=True)
+    findings_by_severity = serializers.DictField(child=serializers.IntegerField(), read_only=True)
+    report_url = serializers.SerializerMethodField()
+    web_url = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Trace
+        fields = ["id", "name", "team", "labels", "state", "error", "state_history", "progress",
+                  "findings_by_severity", "created_by", "created_at", "updated_at", "report_url", "web_url"]
+
+    def get_report_url(self, trace) -> str:
+        return self._absolute(reverse("api:trace-report", args=[trace.pk]))
+
+    def get_web_url(self, trace) -> str:
+        return self._absolute(reverse("ingest:trace-detail", args=[trace.pk]))
+
+    def _absolute(self, path: str) -> str:
+        request = self.context.get("request")
+        return request.build_absolute_uri(path) if request else path
+
+
+class TraceDetailSerializer(TraceSerializer):
+    artifacts = ArtifactSerializer(many=True, read_only=True)
+
+    class Meta(TraceSerializer.Meta):
+        fields = TraceSerializer.Meta.fields + ["artifacts"]
+
+
+class TraceWithReportSerializer(TraceDetailSerializer):
+    """What `POST ...?wait=` answers: the trace and, once done, its report."""
+    report = serializers.JSONField(read_only=True)
+
+    class Meta(TraceDetailSerializer.Meta):
+        fields = TraceDetailSerializer.Meta.fields + ["report"]
+
+
+class TraceUploadSerializer(serializers.Serializer):
+    files = serializers.ListField(child=serializers.FileField(allow_empty_file=True), allow_empty=False,
+                                  help_text="the trace's files (repeat the field); archives (tar, tar.gz, zip) are expanded")
+    name = serializers.CharField(required=False, allow_blank=True, max_length=200)
+    labels = serializers.CharField(required=False, allow_blank=True,
+                                   help_text='a JSON object, e.g. {"env": "prod"}, or key=value,key=value')
+    team = serializers.SlugField(required=False, allow_blank=True,
+                                 help_text="team slug; needed when you belong to several teams")

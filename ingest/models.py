@@ -1,0 +1,179 @@
+"""Traces and their artifacts.
+
+A Trace is one incident: the files a person uploaded together. Its state machine is
+`received -> parsing -> parsed -> diagnosing -> done`, or `failed` with a reason a person
+can act on; every transition goes through `Trace.transition()`, which records it.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from django.conf import settings
+from django.db import models, transaction
+from django.utils import timezone
+
+from accounts.models import Team
+from ingest.storage import ContentStore
+
+LABEL_KEY = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9_.\-/]{0,62}[A-Za-z0-9])?$")
+
+
+class TraceQuerySet(models.QuerySet):
+    def visible_to(self, user) -> "TraceQuerySet":
+        return self.filter(team__in=Team.objects.of(user))
+
+    def with_label(self, key: str, value: str) -> "TraceQuerySet":
+        if not LABEL_KEY.match(key) or "__" in key:
+            return self.none()  # a key that could be read as a lookup path never matches
+        return self.filter(**{f"labels__{key}": value})
+
+
+class Trace(models.Model):
+    class State(models.TextChoices):
+        RECEIVED = "received"
+        PARSING = "parsing"
+        PARSED = "parsed"
+        DIAGNOSING = "diagnosing"
+        DONE = "done"
+        FAILED = "failed"
+
+    # Self-loops on parsing/diagnosing: a redelivered task (acks late) starts over.
+    # done/failed -> parsing/diagnosing: a person re-runs a trace (after a rule change).
+    TRANSITIONS = {
+        State.RECEIVED: {State.PARSING, State.FAILED},
+        State.PARSING: {State.PARSING, State.PARSED, State.FAILED},
+        State.PARSED: {State.DIAGNOSING, State.PARSING, State.FAILED},
+        State.DIAGNOSING: {State.DIAGNOSING, State.DONE, State.FAILED},
+        State.DONE: {State.PARSING, State.DIAGNOSING},
+        State.FAILED: {State.PARSING, State.DIAGNOSING},
+    }
+    FINISHED = (State.DONE, State.FAILED)
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="traces")
+    name = models.CharField(max_length=200, blank=True)
+    labels = models.JSONField(default=dict, blank=True)
+    state = models.CharField(max_length=12, choices=State.choices, default=State.RECEIVED, db_index=True)
+    state_history = models.JSONField(default=list, blank=True)
+    error = models.TextField(blank=True)
+    bytes_total = models.BigIntegerField(default=0)
+    bytes_done = models.BigIntegerField(default=0)
+    events_done = models.BigIntegerField(default=0)
+    artifacts_total = models.IntegerField(default=0)
+    artifacts_done = models.IntegerField(default=0)
+    report = models.JSONField(null=True, blank=True)
+    # artifact name -> ns added to its timestamps, from a tracedoc-clock.json in the upload
+    clock_offsets = models.JSONField(default=dict, blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
+                                   on_delete=models.SET_NULL, related_name="traces")
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    objects = TraceQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return self.name or f"trace {self.pk}"
+
+    @property
+    def finished(self) -> bool:
+        return self.state in self.FINISHED
+
+    @property
+    def progress_percent(self) -> int:
+        if self.state == self.State.DONE:
+            return 100
+        if not self.bytes_total:
+            return 0
+        return min(99, int(100 * self.bytes_done / self.bytes_total))
+
+    def save(self, *args, **kwargs):
+        if self._state.adding and not self.state_history:
+            self.state_history = [_history_entry(self.state)]
+        super().save(*args, **kwargs)
+
+    def transition(self, state: str, **fields) -> None:
+        """Move to `state`, record when, and save `fields` with it (e.g. error=...)."""
+        state = self.State(state)
+        if state not in self.TRANSITIONS[self.State(self.state)]:
+            raise ValueError(f"trace {self.pk}: no transition {self.state} -> {state}")
+        self.state = state
+        self.state_history = [*self.state_history, _history_entry(state, fields.get("error"))]
+        for name, value in fields.items():
+            setattr(self, name, value)
+        self.save(update_fields=["state", "state_history", "updated_at", *fields])
+
+    def record_progress(self, **counters: int) -> None:
+        """Progress counters are written without touching the rest of the row."""
+        for name, value in counters.items():
+            setattr(self, name, value)
+        Trace.objects.filter(pk=self.pk).update(updated_at=timezone.now(), **counters)
+
+    def enqueue(self) -> None:
+        """Parse (then diagnose) in a worker once the upload's transaction is committed."""
+        from ingest.tasks import parse_trace
+        pk = self.pk
+        transaction.on_commit(lambda: parse_trace.delay(pk))
+
+    def findings_by_severity(self) -> dict[str, int]:
+        if not self.report:
+            return {}
+        return self.report.get("summary", {}).get("findings_by_severity", {})
+
+
+def _history_entry(state: str, error: str | None = None) -> dict:
+    entry = {"state": str(state), "at": timezone.now().isoformat()}
+    if error:
+        entry["error"] = error
+    return entry
+
+
+class Artifact(models.Model):
+    """One file of a trace. An uploaded archive is an artifact of format `archive`; its
+    members become artifacts of their own (`parent` = the archive), created by the parse
+    task. A `tracedoc-clock.json` upload holds clock offsets for the others (ingest/align.py)."""
+    ARCHIVE = "archive"
+    CLOCK_OFFSETS = "clock-offsets"
+    CONTAINERS = (ARCHIVE, CLOCK_OFFSETS)  # not parsed into events themselves
+
+    trace = models.ForeignKey(Trace, on_delete=models.CASCADE, related_name="artifacts")
+    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.CASCADE,
+                               related_name="members")
+    name = models.CharField(max_length=500)  # path inside the trace, as the person knows it
+    size = models.BigIntegerField()
+    sha256 = models.CharField(max_length=64, db_index=True)
+    format = models.CharField(max_length=40, blank=True)
+    event_count = models.BigIntegerField(default=0)
+    warnings = models.JSONField(default=list, blank=True)
+    error = models.TextField(blank=True)
+    parquet = models.CharField(max_length=500, blank=True)  # relative to the storage root
+    meta = models.JSONField(default=dict, blank=True)
+    start_ts = models.BigIntegerField(null=True, blank=True)
+    end_ts = models.BigIntegerField(null=True, blank=True)
+    parsed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def is_archive(self) -> bool:
+        return self.format == self.ARCHIVE
+
+    @property
+    def is_container(self) -> bool:
+        return self.format in self.CONTAINERS
+
+    @property
+    def duration_ns(self) -> int | None:
+        return self.end_ts - self.start_ts if self.start_ts and self.end_ts else None
+
+    def blob_path(self, store: ContentStore | None = None) -> Path:
+        return (store or ContentStore()).path(self.sha256)
+
+    def parquet_path(self, store: ContentStore | None = None) -> Path | None:
+        return (store or ContentStore()).root / self.parquet if self.parquet else None

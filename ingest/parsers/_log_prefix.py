@@ -1,0 +1,217 @@
+"""Line envelopes of text logs: who wrote the line, when, at which level.
+
+A log line arrives wrapped in zero or more prefixes added by the program's logger and by
+whatever collected it: a collector's date, a user's line counter, a pdsh host name, a
+vLLM process tag, torch's `[rankN]:`, an exception group's `|`, and finally the logger's
+own header (glog, vLLM, DeepSpeed, SGLang, TensorRT, ISO, syslog, dmesg ...). `split_line`
+peels them off in order and returns the message body with what they said.
+
+All patterns here are fixed (ours), so they run on Python `re`.
+"""
+from __future__ import annotations
+
+import calendar
+import re
+from dataclasses import dataclass, field
+
+_LEVELS = {
+    "I": "info", "W": "warning", "E": "error", "F": "critical", "V": "debug", "D": "debug",
+    "DEBUG": "debug", "INFO": "info", "WARN": "warning", "WARNING": "warning", "ERROR": "error",
+    "CRITICAL": "critical", "FATAL": "critical", "TRACE": "debug", "NOTICE": "info",
+}
+_MONTHS = {m: i for i, m in enumerate(calendar.month_abbr) if m}
+
+
+@dataclass
+class Prefix:
+    body: str
+    ts: int | None = None          # ns since epoch, when the line says when
+    year_assumed: bool = False     # the stamp had no year: one was supplied
+    severity: str = ""
+    host: str = ""
+    pid: int = -1
+    tid: int = -1
+    device: int = -1
+    rank: int | None = None        # global rank from torch's [rankN]: prefix
+    origin: str = ""               # logger's source location, e.g. ProcessGroupNCCL.cpp:689
+    extra: dict = field(default_factory=dict)
+
+
+# --- envelopes added outside the program --------------------------------------------------
+_COLLECTOR = re.compile(r"^ ?(\d{4})-(\d{2})-(\d{2}) (\d{2}):(\d{2}) (?=\S)")   # " 2025-02-18 12:54 "
+_COUNTER = re.compile(r"^\[(\d+)\] (?=\S)")                                    # "[80746] "
+_PDSH = re.compile(r"^([A-Za-z][\w.-]*\d[\w.-]*): ")                           # "vm-07-05: "
+_VLLM_PROC = re.compile(r"^\((\w[\w ]*?) pid=(\d+)\) ")                         # "(Worker_TP1 pid=15193) "
+_RANK = re.compile(r"^\[rank(\d+)\]:")                                          # "[rank0]:"
+_EXC_GROUP = re.compile(r"^ +\| ?")                                            # "    | "
+
+# --- the program's own logger header ---------------------------------------------------------
+# glog writes the month without zero padding in torch's c10 logger: E218 = Feb 18, E1206 = Dec 6
+_GLOG_BRACKET = re.compile(
+    r"^\[([IWEF])(\d{1,2})(\d{2}) (\d{2}):(\d{2}):(\d{2})(?:\.(\d+))? ([^\]\s]+)\] ?")
+_GLOG_LEGACY = re.compile(r"^\[([IWEF]) ([\w./-]+:\d+)\] ?")                  # "[E ProcessGroupNCCL.cpp:455] "
+_GLOG_PY = re.compile(                                                          # torch._logging
+    r"^([IWEFVD])(\d{1,2})(\d{2}) (\d{2}):(\d{2}):(\d{2})\.(\d+) (\d+) ([^\]\s]+)\] ?")
+_VLLM = re.compile(
+    r"^(DEBUG|INFO|WARNING|ERROR|CRITICAL) (\d{2})-(\d{2}) (\d{2}):(\d{2}):(\d{2})(?:\.\d+)? "
+    r"\[?([\w./-]+:\d+)\] ?")
+_DEEPSPEED = re.compile(
+    r"^\[(\d{4})-(\d{2})-(\d{2}) (\d{2}):(\d{2}):(\d{2}),(\d{3})\] \[(\w+)\] \[([^\]]+)\] ?")
+_SGLANG = re.compile(r"^\[(\d{4})-(\d{2})-(\d{2}) (\d{2}):(\d{2}):(\d{2})(?: ([^\]]+))?\] ?")
+_TENSORRT = re.compile(r"^\[(\d{2})/(\d{2})/(\d{4})-(\d{2}):(\d{2}):(\d{2})\] \[([VIWEF])\] ?")
+_ISO = re.compile(
+    r"^(\d{4})-(\d{2})-(\d{2})[T ](\d{2}):(\d{2}):(\d{2})(?:[.,](\d{1,9}))?(Z|[+-]\d{2}:?\d{2})?"
+    r"(?: +(DEBUG|INFO|NOTICE|WARN|WARNING|ERROR|CRITICAL|FATAL)\b:?)? ?")
+_SYSLOG = re.compile(
+    r"^([A-Z][a-z]{2}) +(\d{1,2}) (\d{2}):(\d{2}):(\d{2}) (\S+) ([^\s:\[]+)(?:\[(\d+)\])?: ")
+_DMESG_T = re.compile(r"^\[[A-Z][a-z]{2} ([A-Z][a-z]{2}) +(\d{1,2}) (\d{2}):(\d{2}):(\d{2}) (\d{4})\] ")
+_DMESG = re.compile(r"^\[ *(\d+\.\d+)\] ")
+_PYLOGGING = re.compile(r"^(DEBUG|INFO|WARNING|ERROR|CRITICAL):([\w.]+):")   # logging.basicConfig
+_LEVEL_WORD = re.compile(r"^\s*\[?(DEBUG|INFO|WARN|WARNING|ERROR|CRITICAL|FATAL)\]?[:\s]")
+_NCCL_DEBUG = re.compile(r"^([\w.-]+):(\d+):(\d+) \[(\d+)\] NCCL (INFO|WARN|ERROR|TRACE|ABORT) ")
+
+
+def _ns(year: int, month: int, day: int, h: int, m: int, s: int, frac: str | None = None,
+        tz: str | None = None) -> int | None:
+    try:
+        secs = calendar.timegm((year, month, day, h, m, s, 0, 0, 0))
+    except (ValueError, OverflowError):
+        return None
+    if not (1 <= month <= 12 and 1 <= day <= 31 and h < 24 and m < 60 and s < 61):
+        return None
+    ns = secs * 1_000_000_000 + (int(frac.ljust(9, "0")[:9]) if frac else 0)
+    if tz and tz != "Z":
+        sign = -1 if tz[0] == "+" else 1  # local time minus its offset is UTC
+        digits = tz[1:].replace(":", "")
+        ns += sign * (int(digits[:2]) * 3600 + int(digits[2:4]) * 60) * 1_000_000_000
+    return ns
+
+
+def split_line(line: str, year: int) -> Prefix:
+    """Peel envelopes and the logger header off `line`; `year` fills stamps that lack one."""
+    p = Prefix(body=line)
+    body = line
+    outer_year: int | None = None
+    # Envelopes come in a fixed outer-to-inner order; each is optional.
+    m = _COLLECTOR.match(body)
+    if m:
+        outer_year = int(m.group(1))
+        p.extra["collector_time"] = m.group(0).strip()
+        body = body[m.end():]
+    m = _COUNTER.match(body)
+    if m:
+        p.extra["line_counter"] = int(m.group(1))
+        body = body[m.end():]
+    m = _PDSH.match(body)
+    if m and not m.group(1).endswith(("Error", "Exception", "Warning")):
+        p.host = m.group(1)
+        body = body[m.end():]
+    m = _VLLM_PROC.match(body)
+    if m:
+        p.extra["process"], p.pid = m.group(1), int(m.group(2))
+        body = body[m.end():]
+    m = _RANK.match(body)
+    if m:
+        p.rank = int(m.group(1))
+        body = body[m.end():]
+    m = _EXC_GROUP.match(body)
+    if m:
+        p.extra["exception_group"] = True
+        body = body[m.end():]
+    p.body = _logger_header(body, p, outer_year or year, outer_year is None)
+    return p
+
+
+def _logger_header(body: str, p: Prefix, year: int, year_is_assumed: bool) -> str:
+    """Read the first logger header that matches; return the rest of the line."""
+    m = _GLOG_BRACKET.match(body)
+    if m:
+        p.severity = _LEVELS[m.group(1)]
+        p.ts = _ns(year, int(m.group(2)), int(m.group(3)), int(m.group(4)), int(m.group(5)),
+                   int(m.group(6)), m.group(7))
+        p.year_assumed = year_is_assumed
+        p.origin = m.group(8)
+        return body[m.end():]
+    m = _GLOG_PY.match(body)
+    if m:
+        p.severity = _LEVELS[m.group(1)]
+        p.ts = _ns(year, int(m.group(2)), int(m.group(3)), int(m.group(4)), int(m.group(5)),
+                   int(m.group(6)), m.group(7))
+        p.year_assumed = year_is_assumed
+        p.pid, p.origin = int(m.group(8)), m.group(9)
+        return body[m.end():]
+    m = _GLOG_LEGACY.match(body)
+    if m:
+        p.severity, p.origin = _LEVELS[m.group(1)], m.group(2)
+        return body[m.end():]
+    m = _VLLM.match(body)
+    if m:
+        p.severity = _LEVELS[m.group(1)]
+        p.ts = _ns(year, int(m.group(2)), int(m.group(3)), int(m.group(4)), int(m.group(5)), int(m.group(6)))
+        p.year_assumed = year_is_assumed
+        p.origin = m.group(7)
+        return body[m.end():]
+    m = _DEEPSPEED.match(body)
+    if m:
+        g = m.groups()
+        p.ts = _ns(int(g[0]), int(g[1]), int(g[2]), int(g[3]), int(g[4]), int(g[5]), g[6])
+        p.severity = _LEVELS.get(g[7].upper(), "")
+        p.origin = g[8]
+        return body[m.end():]
+    m = _TENSORRT.match(body)
+    if m:
+        g = m.groups()
+        p.ts = _ns(int(g[2]), int(g[0]), int(g[1]), int(g[3]), int(g[4]), int(g[5]))
+        p.severity = _LEVELS[g[6]]
+        return body[m.end():]
+    m = _SGLANG.match(body)
+    if m:
+        g = m.groups()
+        p.ts = _ns(int(g[0]), int(g[1]), int(g[2]), int(g[3]), int(g[4]), int(g[5]))
+        if g[6]:
+            p.extra["worker"] = g[6]
+        return body[m.end():]
+    m = _ISO.match(body)
+    if m:
+        g = m.groups()
+        p.ts = _ns(int(g[0]), int(g[1]), int(g[2]), int(g[3]), int(g[4]), int(g[5]), g[6], g[7])
+        if g[8]:
+            p.severity = _LEVELS[g[8]]
+        return body[m.end():]
+    m = _SYSLOG.match(body)
+    if m:
+        g = m.groups()
+        p.ts = _ns(year, _MONTHS.get(g[0], 0), int(g[1]), int(g[2]), int(g[3]), int(g[4]))
+        p.year_assumed = year_is_assumed
+        p.host, p.extra["program"] = g[5], g[6]
+        if g[7]:
+            p.pid = int(g[7])
+        rest = body[m.end():]
+        k = _DMESG.match(rest)  # kernel lines in syslog keep dmesg's uptime stamp
+        if k:
+            p.extra["uptime_s"] = float(k.group(1))
+            rest = rest[k.end():]
+        return rest
+    m = _DMESG_T.match(body)
+    if m:
+        g = m.groups()
+        p.ts = _ns(int(g[5]), _MONTHS.get(g[0], 0), int(g[1]), int(g[2]), int(g[3]), int(g[4]))
+        return body[m.end():]
+    m = _DMESG.match(body)
+    if m:
+        p.extra["uptime_s"] = float(m.group(1))  # seconds since boot: not on the wall clock
+        return body[m.end():]
+    m = _NCCL_DEBUG.match(body)
+    if m:
+        p.host, p.pid, p.tid, p.device = m.group(1), int(m.group(2)), int(m.group(3)), int(m.group(4))
+        p.severity = _LEVELS.get(m.group(5), "error")
+        p.origin = "NCCL"
+        p.extra["nccl_level"] = m.group(5)
+        return body[m.end():]
+    m = _PYLOGGING.match(body) or _LEVEL_WORD.match(body)
+    if m:
+        p.severity = _LEVELS[m.group(1)]
+        if m.re is _PYLOGGING:
+            p.origin = m.group(2)
+        return body[m.end():].lstrip(" ") if m.re is _LEVEL_WORD else body[m.end():]
+    return body

@@ -1,0 +1,435 @@
+"""Kineto / PyTorch profiler traces (`*.pt.trace.json[.gz]`, Chrome trace JSON).
+
+Clock. libkineto writes every `ts` as microseconds relative to `baseTimeNanoseconds`
+(`transToRelativeTime(t) = t - ChromeTraceBaseTime::singleton().get()` in
+libkineto/src/output_json.cpp; the base is the wall clock floored to a quarter), so the
+wall-clock time is `baseTimeNanoseconds + ts * 1000`. Traces from before that field
+(PyTorch < 2.1) carry absolute Unix microseconds in `ts`. Anything else (hand-made or
+synthetic traces) is a relative clock, said so in report.meta["clock"].
+
+One pass over the raw event slices builds the table columns chunk by chunk and streams
+them into the sink. GPU-side rows wait (as compact Arrow columns) until the end, when
+every runtime call has been seen: a kernel often comes before its launch in the file, and
+its host pid/tid come from that launch through the correlation id.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ingest.events import INT64_MAX, INT64_MIN, EventSink, ParseReport, dumps_attrs
+from ingest.parsers._kineto_decode import (
+    Args, Chunk, Document, Event, decode_args, has_long_digits, iter_chunks, read_content,
+    split_document,
+)
+from ingest.parsers._kineto_kinds import (
+    CATEGORY_KIND, DEVICE_KINDS, FLOW_PHASES, NCCL_KERNEL_PREFIXES,
+    PARAM_COMMS_OP, collective_attrs, load_args, memcpy_attrs, step_attrs, stringify_big_ints,
+)
+
+FORMAT = "kineto"
+SOURCE = "kineto"
+
+_KINETO_KEYS = (b'"schemaVersion"', b'"deviceProperties"', b'"baseTimeNanoseconds"',
+                b'"distributedInfo"', b'"cupti_version"', b'"cuda_runtime_version"',
+                b'"computeProperties"', b'"cat": "cpu_op"', b'"cat": "kernel"',
+                b'"cat": "Operator"', b'"cat": "Kernel"')
+# ts*1000 above this is already an absolute Unix time in ns (after 2001-09-09)
+UNIX_NS_FLOOR = 10**18
+MEMORY_EVENT = "[memory]"
+OOM_EVENT = "[OutOfMemory]"  # the caching allocator's failed request (args.Bytes)
+KINETO_MARKER_NAMES = ("Iteration Start", "Record Window End")
+MAX_META_VALUE = 16_384  # bytes of one top-level value kept in report.meta
+
+
+def sniff(head: bytes, name: str) -> bool:
+    start = head.lstrip()[:1]
+    return start == b"{" and b'"traceEvents"' in head and any(k in head for k in _KINETO_KEYS)
+
+
+class _Context:
+    """What every chunk needs: clock, rank, the launch map, counters for the report."""
+
+    def __init__(self, report: ParseReport, meta: dict[str, Any]):
+        self.report, self.meta = report, meta
+        self.rank, self.host = meta.get("rank"), str(meta.get("host_name") or "")
+        self.offset_ns: int | None = None  # decided by the first timed events
+        self.launches: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # corr, pid, tid
+        self.device_rows: list[dict] = []   # GPU-side columns waiting for the launch map
+        self.flows: Counter = Counter()
+        self.metadata_events = 0
+        self.clamped = 0
+        self.big_int_attrs = 0
+        self.open_ranges: dict[tuple, list[tuple[Event, int]]] = {}
+
+
+def parse(path: Path, sink: EventSink, report: ParseReport) -> None:
+    path = Path(path)
+    data = read_content(path)
+    doc = split_document(path, data)
+    ctx = _Context(report, _read_meta(doc, report))
+    broken: list[tuple[int, str]] = []
+    for chunk in iter_chunks(doc, broken):
+        _emit_chunk(chunk, ctx, sink)
+    _close_open_ranges(ctx, sink)
+    _emit_device_rows(ctx, sink)
+
+    for i, why in broken[:20]:
+        report.warn(f"traceEvents[{i}]: skipped, not a valid event ({why})")
+    if broken:
+        report.skipped["broken event"] += len(broken)
+    if ctx.clamped:
+        report.warn(f"{ctx.clamped:,} integer value(s) outside int64 set to -1 in the table "
+                    "(originals kept in attrs)")
+    if ctx.big_int_attrs:
+        report.warn(f"{ctx.big_int_attrs:,} integer(s) beyond int64 in event args kept as "
+                    "strings in attrs")
+    report.meta["flows"] = dict(ctx.flows)
+    report.meta["flow_events"] = sum(ctx.flows.values())
+    report.meta["metadata_events"] = ctx.metadata_events
+    report.meta["trace_events"] = len(doc.events)
+
+
+# ---------------------------------------------------------------- metadata and clock
+
+_META_NAMES = {
+    "baseTimeNanoseconds": "base_time_ns", "deviceProperties": "devices",
+    "computeProperties": "devices", "distributedInfo": "distributed_info",
+    "cuda_driver_version": "cuda_driver_version", "cuda_runtime_version": "cuda_runtime_version",
+    "cupti_version": "cupti_version", "displayTimeUnit": "display_time_unit",
+    "traceName": "trace_name", "schemaVersion": "schema_version", "trace_id": "trace_id",
+    "host_name": "host_name",
+}
+
+
+def _read_meta(doc: Document, report: ParseReport) -> dict[str, Any]:
+    meta: dict[str, Any] = {}
+    other: dict[str, Any] = {}
+    for key, raw in doc.meta.items():
+        if len(raw) > MAX_META_VALUE and key not in _META_NAMES:
+            other[key] = f"<{len(raw):,} bytes not kept>"
+            continue
+        try:
+            value, _ = stringify_big_ints(msgspec.json.decode(raw))
+        except msgspec.DecodeError:
+            continue
+        if key in _META_NAMES:
+            meta[_META_NAMES[key]] = value
+        else:
+            other[key] = value
+    info = meta.get("distributed_info")
+    if isinstance(info, dict):
+        for key in ("rank", "world_size"):
+            if isinstance(info.get(key), int):
+                meta[key] = info[key]
+        if "backend" in info:
+            meta["dist_backend"] = info["backend"]
+    if other:
+        meta["other"] = other
+    report.meta.update(meta)
+    return meta
+
+
+def _clock(meta: dict[str, Any], ts_min: float, report: ParseReport) -> int:
+    """Offset in ns to add to ts*1000; sets report.meta['clock']."""
+    base = meta.get("base_time_ns")
+    already_absolute = np.isfinite(ts_min) and ts_min * 1000 >= UNIX_NS_FLOOR
+    if isinstance(base, int) and base >= UNIX_NS_FLOOR and not already_absolute:
+        report.meta["clock"] = {"domain": "unix", "source": "baseTimeNanoseconds + ts"}
+        return base
+    if already_absolute:
+        report.meta["clock"] = {"domain": "unix", "source": "ts (absolute Unix microseconds)"}
+        if isinstance(base, int):
+            report.warn("baseTimeNanoseconds ignored: ts values are already absolute")
+        return 0
+    report.meta["clock"] = {"domain": "relative",
+                            "note": "no baseTimeNanoseconds and ts is not a Unix time: "
+                                    "times are microseconds from an unknown origin"}
+    return 0
+
+
+# ---------------------------------------------------------------- column helpers
+
+def _int_or_clamp(v: Any) -> int:
+    if isinstance(v, float) and v.is_integer() and INT64_MIN <= v <= INT64_MAX:
+        return int(v)
+    if isinstance(v, str) and v.strip().lstrip("-").isdigit():
+        n = int(v)
+        return n if INT64_MIN <= n <= INT64_MAX else -2
+    if isinstance(v, int) and not isinstance(v, bool):
+        return -2  # out of int64 range
+    return -1
+
+
+def _ints(values: list) -> tuple[np.ndarray, int]:
+    """int64 column; None/str/odd -> -1; out-of-range ints -> -1 and counted."""
+    arr = np.array(values)
+    if arr.dtype == np.int64 and arr.ndim == 1:  # all plain ints in range: one C loop
+        return arr, 0
+    arr = np.fromiter(
+        (v if type(v) is int and INT64_MIN <= v <= INT64_MAX else _int_or_clamp(v) for v in values),
+        dtype=np.int64, count=len(values))
+    clamped = arr == -2
+    n = int(clamped.sum())
+    if n:
+        arr[clamped] = -1
+    return arr, n
+
+
+def _ns(ts_us: np.ndarray, offset_ns: int) -> np.ndarray:
+    """Microsecond floats -> int64 ns, keeping the fraction exact where the float has it."""
+    whole = np.floor(ts_us)
+    frac_ns = np.rint((ts_us - whole) * 1000).astype(np.int64)
+    return whole.astype(np.int64) * 1000 + frac_ns + offset_ns
+
+
+def _attrs_array(raws: list[bytes]) -> pa.Array:
+    return pa.array(raws, type=pa.binary()).cast(pa.string())
+
+
+# ---------------------------------------------------------------- pass 2
+
+def _emit_chunk(chunk: Chunk, ctx: _Context, sink: EventSink) -> None:
+    evs = chunk.events
+    n = len(evs)
+    if not n:
+        return
+    index = np.arange(chunk.start, chunk.start + n) if chunk.index is None else np.asarray(chunk.index)
+    ph = pd.Series([e.ph for e in evs], dtype=object)
+    cat = pd.Series([e.cat or "" for e in evs], dtype=object)
+    if ctx.offset_ns is None:
+        ts = np.array([e.ts for e in evs], dtype=float)
+        if np.isfinite(ts).any():
+            ctx.offset_ns = _clock(ctx.meta, float(np.nanmin(ts)), ctx.report)
+
+    is_flow = ph.isin(FLOW_PHASES).to_numpy()
+    if is_flow.any():
+        ctx.flows.update(cat[is_flow].value_counts().to_dict())
+    is_meta = (ph == "M").to_numpy()
+    ctx.metadata_events += int(is_meta.sum())
+    is_counter = (ph == "C").to_numpy()
+    is_range = ph.isin(("B", "E")).to_numpy()
+    for i in np.flatnonzero(is_counter):
+        _emit_counter(evs[i], int(index[i]), ctx, sink)
+    pending = [_match_range(evs[i], int(index[i]), ctx) for i in np.flatnonzero(is_range)]
+    pending = [p for p in pending if p is not None]
+
+    rows = np.flatnonzero(~(is_flow | is_meta | is_counter | is_range))
+    if len(rows):
+        _emit_rows([evs[i] for i in rows], index[rows], ctx, sink, chunk.long_digits)
+    if pending:
+        _emit_rows([p[0] for p in pending], np.array([p[1] for p in pending]), ctx, sink,
+                   chunk.long_digits)
+
+
+def _typed_args(evs: list[Event], cats: pd.Series, names: pd.Series) -> list[Args]:
+    """Typed args for the events whose args feed columns; an empty Args for the rest."""
+    none = Args()
+    needed = cats.map(CATEGORY_KIND).isin(DEVICE_KINDS + ("runtime", "driver")).to_numpy() | \
+        (cats == "gpu_user_annotation").to_numpy() | names.isin((MEMORY_EVENT, OOM_EVENT)).to_numpy()
+    out = [none] * len(evs)
+    picked = np.flatnonzero(needed)
+    if len(picked):
+        decoded = decode_args([evs[i].args or b"null" for i in picked])
+        for i, a in zip(picked, decoded):
+            if a is not None:
+                out[i] = a
+    return out
+
+
+def _emit_rows(evs: list[Event], index: np.ndarray, ctx: _Context, sink: EventSink,
+               long_digits: bool) -> None:
+    report = ctx.report
+    n = len(evs)
+    ts_us = np.array([e.ts for e in evs], dtype=float)
+    has_ts = np.isfinite(ts_us)
+    if not has_ts.all():
+        report.skipped["event without ts"] += int((~has_ts).sum())
+        for i in index[~has_ts][:5]:
+            report.warn(f"traceEvents[{i}]: event without a numeric ts skipped")
+        keep = np.flatnonzero(has_ts)
+        evs = [evs[i] for i in keep]
+        index, ts_us, n = index[keep], ts_us[keep], len(keep)
+        if not n:
+            return
+
+    names = pd.Series([e.name or "" for e in evs], dtype=object)
+    cats = pd.Series([e.cat or "" for e in evs], dtype=object)
+    phs = pd.Series([e.ph for e in evs], dtype=object)
+    dur_us = np.nan_to_num(np.array([e.dur for e in evs], dtype=float), nan=0.0)
+    a = _typed_args(evs, cats, names)
+
+    kind = cats.map(CATEGORY_KIND)
+    known = kind.notna().to_numpy()
+    kind = kind.fillna("marker").to_numpy(dtype=object)
+
+    instant = phs.isin(("i", "I")).to_numpy()
+    is_oom = (names == OOM_EVENT).to_numpy() & instant
+    is_memory = ((names == MEMORY_EVENT).to_numpy() & instant) | is_oom
+    mem_bytes = np.full(n, np.nan)
+    for i in np.flatnonzero(is_memory):
+        if isinstance(a[i].mem_bytes, (int, float)):
+            mem_bytes[i] = a[i].mem_bytes
+    kind[is_memory & ~(mem_bytes < 0)] = "alloc"
+    kind[is_memory & (mem_bytes < 0)] = "free"
+    kind[is_oom] = "oom"
+
+    kineto_marker = names.str.startswith(KINETO_MARKER_NAMES).to_numpy()
+    unknown = ~known & ~is_memory & ~kineto_marker
+    if unknown.any():
+        for c, cnt in cats[unknown].value_counts().items():
+            report.skipped[f"category {c or '(none)'}"] += int(cnt)
+    other_phase = ~phs.isin(("X", "i", "I")).to_numpy() & ~is_memory
+    if other_phase.any():
+        for p, cnt in phs[other_phase].value_counts().items():
+            report.skipped[f"phase {p}"] += int(cnt)
+        kind[other_phase] = "marker"
+
+    nccl_kernel = (kind == "kernel") & names.str.startswith(NCCL_KERNEL_PREFIXES).to_numpy()
+    param_comms = (kind == "cpu_op") & (names == PARAM_COMMS_OP).to_numpy()
+    is_collective = nccl_kernel | param_comms
+    kind[is_collective] = "collective"
+
+    pid, c1 = _ints([e.pid for e in evs])
+    tid, c2 = _ints([e.tid for e in evs])
+    corr, c3 = _ints([x.correlation for x in a])
+    arg_device, c4 = _ints([x.device for x in a])
+    arg_stream, c5 = _ints([x.stream for x in a])
+    ctx.clamped += c1 + c2 + c3 + c4 + c5
+
+    host_call = np.isin(kind, ("runtime", "driver")) & (corr >= 0)
+    if host_call.any():
+        ctx.launches.append((corr[host_call], pid[host_call], tid[host_call]))
+    device_side = np.isin(kind, DEVICE_KINDS) | nccl_kernel | (cats == "gpu_user_annotation").to_numpy()
+    device = np.full(n, -1, np.int64)
+    stream = np.full(n, -1, np.int64)
+    device[device_side] = np.where(arg_device >= 0, arg_device, pid)[device_side]
+    stream[device_side] = np.where(arg_stream >= 0, arg_stream, tid)[device_side]
+    if is_memory.any():
+        mem_dev, _ = _ints([x.mem_device for x in a])
+        mem_type, _ = _ints([x.mem_device_type for x in a])
+        gpu_mem = is_memory & (mem_type != 0) & (mem_dev >= 0)
+        device[gpu_mem] = mem_dev[gpu_mem]
+    pid[device_side] = -1  # a GPU row's pid/tid are its device/stream; the host's come later
+    tid[device_side] = -1
+
+    value = np.full(n, np.nan)
+    value[is_memory] = mem_bytes[is_memory]
+
+    columns = {
+        "ts": _ns(ts_us, ctx.offset_ns or 0),
+        "dur": np.rint(np.maximum(dur_us, 0) * 1000).astype(np.int64),
+        "kind": kind, "name": names.to_numpy(dtype=object),
+        "pid": pid, "tid": tid, "device": device.astype(np.int32), "stream": stream,
+        "corr": corr, "value": value,
+        "attrs": _attrs(evs, kind, names, is_collective, long_digits, ctx),
+        "loc": pc.binary_join_element_wise("traceEvents[", pa.array(index).cast(pa.string()), "]", ""),
+    }
+    if ctx.host:
+        columns["host"] = pa.array([ctx.host] * n, pa.string())
+    if device_side.any():
+        ctx.device_rows.append({k: _take(v, device_side) for k, v in columns.items()})
+    host_side = ~device_side
+    if host_side.any():
+        sink.emit_columns({k: _take(v, host_side) for k, v in columns.items()})
+
+
+def _take(col, mask: np.ndarray):
+    return col.filter(pa.array(mask)) if isinstance(col, pa.Array) else col[mask]
+
+
+def _emit_device_rows(ctx: _Context, sink: EventSink) -> None:
+    """GPU-side rows, with the host pid/tid of their launching call (by correlation id)."""
+    if ctx.launches:
+        corr = np.concatenate([c for c, _, _ in ctx.launches])
+        pid = np.concatenate([p for _, p, _ in ctx.launches])
+        tid = np.concatenate([t for _, _, t in ctx.launches])
+        keys, first = np.unique(corr, return_index=True)
+        pid, tid = pid[first], tid[first]
+    else:
+        keys = pid = tid = np.empty(0, np.int64)
+    for columns in ctx.device_rows:
+        rcorr = columns["corr"]
+        host_pid = np.full(len(rcorr), -1, np.int64)
+        host_tid = np.full(len(rcorr), -1, np.int64)
+        if len(keys):
+            pos = np.minimum(np.searchsorted(keys, rcorr), len(keys) - 1)
+            hit = (keys[pos] == rcorr) & (rcorr >= 0)
+            host_pid[hit], host_tid[hit] = pid[pos[hit]], tid[pos[hit]]
+        columns["pid"], columns["tid"] = host_pid, host_tid
+        sink.emit_columns(columns)
+    ctx.device_rows.clear()
+
+
+def _attrs(evs: list[Event], kind: np.ndarray, names: pd.Series, is_collective: np.ndarray,
+           long_digits: bool, ctx: _Context) -> pa.Array:
+    """The event's args untouched, plus derived keys for memcpy, steps and collectives."""
+    raws = [bytes(e.args) or b"{}" for e in evs]
+    is_step = names.str.startswith("ProfilerStep#").to_numpy()
+    enrich = is_collective | (kind == "memcpy") | is_step
+    if long_digits:
+        enrich |= np.fromiter((has_long_digits(r) for r in raws), dtype=bool, count=len(raws))
+    for i in np.flatnonzero(enrich):
+        args = load_args(raws[i])
+        name = names.iat[i]
+        if is_collective[i]:
+            args.update(collective_attrs(name, args, ctx.rank))
+        elif kind[i] == "memcpy":
+            args.update(memcpy_attrs(name))
+        elif is_step[i]:
+            args.update(step_attrs(name))
+        args, big = stringify_big_ints(args)
+        ctx.big_int_attrs += big
+        raws[i] = dumps_attrs(args).encode()
+    return _attrs_array(raws)
+
+
+# ---------------------------------------------------------------- rare phases
+
+def _emit_counter(ev: Event, index: int, ctx: _Context, sink: EventSink) -> None:
+    """A `C` event: one sample per numeric series in args."""
+    if ev.ts is None:
+        ctx.report.skipped["event without ts"] += 1
+        return
+    series = {k: v for k, v in load_args(bytes(ev.args)).items()
+              if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    ts = int(_ns(np.array([ev.ts]), ctx.offset_ns or 0)[0])
+    for key, v in series.items():
+        name = ev.name or key
+        if len(series) > 1:
+            name = f"{name}/{key}"
+        sink.emit(ts=ts, kind="sample", name=name, value=float(v), host=ctx.host,
+                  pid=_ints([ev.pid])[0][0], tid=_ints([ev.tid])[0][0],
+                  loc=f"traceEvents[{index}]", attrs={"category": ev.cat, "series": key})
+
+
+def _match_range(ev: Event, index: int, ctx: _Context) -> tuple[Event, int] | None:
+    """B/E pairs become one complete event (returned when the E arrives)."""
+    key = (ev.pid, ev.tid)
+    if ev.ph == "B":
+        ctx.open_ranges.setdefault(key, []).append((ev, index))
+        return None
+    stack = ctx.open_ranges.get(key)
+    if not stack:
+        ctx.report.skipped["E event without B"] += 1
+        return None
+    begin, begin_index = stack.pop()
+    if begin.ts is None or ev.ts is None:
+        return (begin, begin_index)  # counted as "event without ts" later
+    return (msgspec.structs.replace(begin, ph="X", dur=ev.ts - begin.ts), begin_index)
+
+
+def _close_open_ranges(ctx: _Context, sink: EventSink) -> None:
+    left = [item for stack in ctx.open_ranges.values() for item in stack]
+    if not left:
+        return
+    ctx.report.warn(f"{len(left):,} B event(s) without a matching E kept with duration 0")
+    _emit_rows([msgspec.structs.replace(e, ph="X", dur=0.0) for e, _ in left],
+               np.array([i for _, i in left]), ctx, sink, False)

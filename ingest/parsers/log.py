@@ -1,0 +1,238 @@
+"""Generic text logs: the fallback for any text file (last in the registry; never rejects text).
+
+Each line loses its envelope (_log_prefix), then multi-line records are grouped
+(_log_blocks: tracebacks -> ONE error/oom event, graph-break reports -> ONE GraphBreak),
+and single lines are recognised (_log_lines: OOM messages, c10d watchdog, NCCL, CUDA
+errors, Xid, KV-cache sizing, torch.compile, training/nccl-tests tables). Everything else
+stays a `log` row: attrs.text keeps the line, loc = "line N".
+
+Time: every common prefix is read. Stamps without a year (glog, vLLM, syslog) take the
+`year` argument, else the file's modification year, and report.meta["clock"] says so.
+Lines without a stamp inherit the previous line's time (attrs.ts_inherited); a file with
+no stamp at all gets ts = 0 and clock domain "none" (the aligner places it).
+Watchdog timeouts are held until the end so the PG status line that follows them
+(last enqueued / completed) can be merged into the same row.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import math
+import re
+from pathlib import Path
+
+from ingest.events import EventSink, ParseReport
+from ingest.io import open_bytes
+from ingest.parsers import looks_binary
+from ingest.parsers._log_blocks import CHAINED, GraphBreak, Line, Traceback, starts_traceback
+from ingest.parsers._log_cuda import find_cuda_error
+from ingest.parsers._log_lines import Finding, classify
+from ingest.parsers._log_oom import parse_oom
+from ingest.parsers._log_prefix import split_line
+
+FORMAT = "log"
+SOURCE = "log"
+
+MAX_LINE_CHARS = 64 * 1024
+REPEAT_WINDOW = 20  # lines within which an identical error line is an echo, not a new error
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_TORCH_LOG_TAGS = re.compile(r"^(?:\[(\d+/\d+)\]|\[(__\w+)\]) ")
+
+
+def sniff(head: bytes, name: str) -> bool:
+    """Any text, including text with a few bad bytes (those lines are decoded with
+    replacement and warned about); no NULs and almost no control characters."""
+    sample = head[:4096]
+    if not sample or b"\x00" in sample:
+        return False
+    if not looks_binary(sample):
+        return True
+    text = sample.decode("utf-8", errors="replace")
+    odd = sum(1 for c in text if c == "\ufffd" or (c < " " and c not in "\t\n\r\x0c\x1b"))
+    return odd <= max(2, len(text) // 100)
+
+
+def parse(path: Path, sink: EventSink, report: ParseReport, year: int | None = None) -> None:
+    path = Path(path)
+    year = year or _dt.datetime.fromtimestamp(path.stat().st_mtime, _dt.timezone.utc).year
+    LogParser(sink, report, year).run(path)
+
+
+class LogParser:
+    def __init__(self, sink: EventSink, report: ParseReport, year: int):
+        self.sink, self.report, self.year = sink, report, year
+        self.last_ts = 0
+        self.stamped = self.year_assumed = False
+        self.block: Traceback | GraphBreak | None = None
+        self.chained_after = ""            # loc of the traceback a chained one follows
+        self.last_traceback_loc = ""
+        self.timeouts: list[dict] = []      # NCCLWatchdogTimeout rows, emitted at the end
+        self.pg_state: dict[tuple, dict] = {}
+        self.recent_errors: dict[tuple, tuple[int, str]] = {}  # (name, body) -> (line no, loc)
+
+    # --- reading ---------------------------------------------------------------------------
+    def run(self, path: Path) -> None:
+        with open_bytes(path) as f:
+            for no, raw in enumerate(f, 1):
+                self.feed(Line(no, self._decode(raw, no), None, 0))  # type: ignore[arg-type]
+        self._close_block()
+        self._emit_timeouts()
+        self.report.meta["clock"] = (
+            {"domain": "unix", "year_assumed": self.year if self.year_assumed else None,
+             "note": "times as printed, read as UTC; stamps without a year use year_assumed "
+                     "(the year hint, else the file's modification year); unstamped lines inherit "
+                     "the previous stamp"}
+            if self.stamped else {"domain": "none", "note": "no line carries a wall-clock time"})
+
+    def _decode(self, raw: bytes, no: int) -> str:
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            text = raw.decode("utf-8", errors="replace")
+            self.report.warn(f"line {no}: invalid UTF-8 at column {e.start + 1}, replaced with U+FFFD")
+        if len(text) > MAX_LINE_CHARS:
+            self.report.warn(f"line {no}: {len(text):,} characters, cut to {MAX_LINE_CHARS:,}")
+            text = text[:MAX_LINE_CHARS]
+        return _ANSI.sub("", text.rstrip("\r\n"))
+
+    def feed(self, line: Line) -> None:
+        p = split_line(line.text, self.year)
+        while (m := _TORCH_LOG_TAGS.match(p.body)):
+            line.frame_id = line.frame_id or (m.group(1) or "")
+            line.tag = line.tag or (m.group(2) or "")
+            p.body = p.body[m.end():]
+        if p.ts is not None:
+            self.last_ts, self.stamped = p.ts, True
+            self.year_assumed |= p.year_assumed
+        line.prefix, line.ts = p, self.last_ts
+        if self.block is not None and self.block.offer(line):
+            return
+        self._close_block()
+        if GraphBreak.starts(line):
+            self.block = GraphBreak([line])
+        elif starts_traceback(line):
+            self.block = Traceback.start(line)
+        else:
+            self._single(line)
+
+    # --- multi-line records ----------------------------------------------------------------
+    def _close_block(self) -> None:
+        block, self.block = self.block, None
+        if isinstance(block, GraphBreak):
+            self._emit(block.lines, Finding("log", "GraphBreak", block.attrs()))
+        elif isinstance(block, Traceback):
+            if block.is_traceback():
+                self._emit_traceback(block)
+            else:
+                for line in block.lines:
+                    self._single(line)
+
+    def _emit_traceback(self, tb: Traceback) -> None:
+        attrs = tb.attrs()
+        text = tb.message_text
+        finding = Finding("error", tb.exception or "Traceback", attrs, "error")
+        oom = parse_oom(text)
+        cuda = find_cuda_error(text)
+        if cuda:
+            finding.name = cuda[0]
+            attrs.update(cuda_error=cuda[0], cuda_code=cuda[1])
+            finding.value = float(cuda[1])
+        elif oom:
+            finding = Finding("oom", "OutOfMemoryError", attrs | oom, "error",
+                              float(oom["tried_to_allocate"]) if oom["tried_to_allocate"] is not None else math.nan,
+                              "bytes")
+        else:
+            single = classify(text)
+            if single and single.kind in ("error", "oom"):
+                finding.name = single.name
+                attrs.update({k: v for k, v in single.attrs.items() if k not in attrs})
+        if self.chained_after:
+            attrs["chained_after"] = self.chained_after
+            self.chained_after = ""
+        self.last_traceback_loc = _loc(tb.lines)
+        self._emit(tb.lines, finding)
+
+    # --- single lines ----------------------------------------------------------------------
+    def _single(self, line: Line) -> None:
+        body = line.prefix.body
+        if body.strip() in CHAINED:
+            self.chained_after = self.last_traceback_loc
+            self._emit([line], Finding("log", "ChainedException", {"after": self.last_traceback_loc}))
+            return
+        finding = classify(body) or Finding("log", _origin_name(line))
+        if finding.kind in ("error", "oom"):
+            finding = self._unless_repeated(line, finding)
+        if finding.name == "NCCLWatchdogTimeout":
+            self.timeouts.append(self._row([line], finding))
+            return
+        if finding.name == "NCCLWatchdogFailure":
+            key = (_rank(line.prefix.rank, finding.attrs), finding.attrs["seq"])
+            self.pg_state.setdefault(key, {}).update(
+                {k: v for k, v in finding.attrs.items() if k.startswith(("last_", "pg_"))})
+        self._emit([line], finding)
+
+    def _unless_repeated(self, line: Line, finding: Finding) -> Finding:
+        """Tools print one error twice (raw, then through their logger): one event, and the
+        echo kept as a `log` row pointing at it."""
+        key = (finding.name, line.prefix.body.strip())
+        seen = self.recent_errors.get(key)
+        self.recent_errors = {k: v for k, v in self.recent_errors.items() if line.no - v[0] <= REPEAT_WINDOW}
+        if seen and line.no - seen[0] <= REPEAT_WINDOW:
+            return Finding("log", finding.name, finding.attrs | {"repeat_of": seen[1]})
+        self.recent_errors[key] = (line.no, f"line {line.no}")
+        return finding
+
+    def _emit_timeouts(self) -> None:
+        for row in self.timeouts:
+            attrs = row["attrs"]
+            state = self.pg_state.get((attrs["rank"], attrs["seq"]), {})
+            for k, v in state.items():
+                if attrs.get(k) is None:
+                    attrs[k] = v
+            attrs["pg"] = attrs.get("pg_name") or (str(attrs["pg_id"]) if attrs.get("pg_id") is not None else "")
+            self.sink.emit(**row)
+        self.timeouts = []
+
+    # --- rows ------------------------------------------------------------------------------
+    def _row(self, lines: list[Line], f: Finding) -> dict:
+        first = lines[0]
+        p = first.prefix
+        attrs = dict(f.attrs)
+        attrs.setdefault("text", "\n".join(l.text for l in lines))
+        if f.kind in ("error", "oom") or f.name.startswith("NCCL"):
+            attrs.setdefault("rank", _rank(p.rank, attrs))
+        if p.origin:
+            attrs.setdefault("origin", p.origin)
+        if first.tag:
+            attrs.setdefault("log_tag", first.tag)
+        if p.ts is None and self.stamped and first.ts:
+            attrs["ts_inherited"] = True
+        attrs.update({k: v for k, v in p.extra.items() if k not in attrs})
+        severity = f.severity or p.severity or ("error" if f.kind in ("error", "oom") else "")
+        return dict(ts=first.ts, kind=f.kind, name=f.name, host=p.host, pid=p.pid, tid=p.tid,
+                    device=p.device if p.device >= 0 else _device(attrs), value=f.value, unit=f.unit,
+                    severity=severity, attrs=attrs, loc=_loc(lines))
+
+    def _emit(self, lines: list[Line], f: Finding) -> None:
+        self.sink.emit(**self._row(lines, f))
+
+
+def _loc(lines: list[Line]) -> str:
+    a, b = lines[0].no, lines[-1].no
+    return f"line {a}" if a == b else f"line {a}-{b}"
+
+
+def _rank(prefix_rank: int | None, attrs: dict) -> int | None:
+    """Global rank: torch's [rankN]: prefix; else the rank the message names."""
+    if prefix_rank is not None:
+        return prefix_rank
+    return attrs.get("rank_in_message")
+
+
+def _device(attrs: dict) -> int:
+    d = attrs.get("device")
+    return d if isinstance(d, int) and d >= 0 else -1
+
+
+def _origin_name(line: Line) -> str:
+    origin = line.prefix.origin
+    return origin.rsplit("/", 1)[-1].split(":", 1)[0] if origin else "log"

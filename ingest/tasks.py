@@ -1,0 +1,173 @@
+"""`ingest.parse_trace`: every artifact of a trace to its Parquet event file.
+
+Idempotent (acks late: a redelivered message must give the same result): a run first
+throws away what an earlier run produced for the trace (archive members, Parquet files,
+counters), then parses every uploaded file again from the content store. Uploaded
+archives are expanded here, in the worker, never in the web process.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+import time
+from contextlib import ExitStack
+from pathlib import Path
+
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from celery import shared_task
+from celery.exceptions import SoftTimeLimitExceeded
+from django.utils import timezone
+
+from ingest.events import ParseError
+from ingest.models import Artifact, Trace
+from ingest.storage import ContentStore, sha256_of
+
+log = logging.getLogger(__name__)
+PROGRESS_EVERY_S = 0.5
+
+
+@shared_task(name="ingest.parse_trace", acks_late=True)
+def parse_trace(trace_id: int) -> None:
+    trace = Trace.objects.filter(pk=trace_id).first()
+    if trace is None:
+        return  # deleted while queued
+    store = ContentStore()
+    _reset(trace, store)
+    trace.transition(Trace.State.PARSING)
+    try:
+        with tempfile.TemporaryDirectory(prefix=f"trace-{trace.pk}-", dir=_tmp_root(store)) as tmp:
+            with ExitStack() as stack:
+                leaves = _expand_uploads(trace, store, Path(tmp), stack)
+                trace.record_progress(artifacts_total=len(leaves))
+                for artifact, path in leaves:
+                    _parse_artifact(trace, artifact, path, store)
+                    trace.record_progress(artifacts_done=trace.artifacts_done + 1)
+    except SoftTimeLimitExceeded:
+        trace.transition(Trace.State.FAILED, error="parsing took longer than the worker's time limit "
+                         "(TRACEDOC_TASK_SOFT_TIME_LIMIT); upload fewer or smaller files, or raise the limit")
+        return
+    except Exception as e:
+        log.exception("parse_trace %s failed", trace.pk)
+        trace.transition(Trace.State.FAILED, error=f"internal error while parsing ({type(e).__name__}: {e}); "
+                         "the worker log has the details")
+        return
+    trace.record_progress(bytes_done=trace.bytes_total)
+    leaves = trace.artifacts.exclude(format__in=Artifact.CONTAINERS)
+    failed = [a for a in leaves if a.error]
+    if not leaves or len(failed) == len(leaves):
+        errors = "\n".join(a.error for a in trace.artifacts.exclude(error="")) or "the upload holds no file"
+        trace.transition(Trace.State.FAILED, error=f"no artifact could be parsed:\n{errors}")
+        return
+    trace.transition(Trace.State.PARSED)
+    from diagnosis.tasks import diagnose_trace
+    diagnose_trace.delay(trace.pk)
+
+
+def _reset(trace: Trace, store: ContentStore) -> None:
+    trace.artifacts.exclude(parent=None).delete()
+    trace.artifacts.update(format="", event_count=0, warnings=[], error="", parquet="", meta={},
+                           start_ts=None, end_ts=None, parsed_at=None)
+    store.reset_parquet_dir(trace.pk)
+    trace.report = None
+    trace.error = ""
+    trace.save(update_fields=["report", "error"])
+    trace.record_progress(bytes_done=0, events_done=0, artifacts_done=0)
+
+
+def _tmp_root(store: ContentStore) -> Path:
+    d = store.root / "tmp"
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def _expand_uploads(trace: Trace, store: ContentStore, tmp: Path, stack: ExitStack):
+    """[(artifact, file to parse)]: plain uploads as they are, archives as their members.
+    Clock offsets found on the way (tracedoc-clock.json) are kept on the trace."""
+    from ingest.bundle import expand
+    leaves, offsets = [], {}
+    for n, upload in enumerate(trace.artifacts.filter(parent=None)):
+        # Give the stored blob its original name, so that expand() and the parsers see it.
+        staged = tmp / f"upload-{n}" / _safe_name(upload.name)
+        staged.parent.mkdir(parents=True)
+        os.symlink(upload.blob_path(store), staged)
+        try:
+            members = stack.enter_context(expand([staged], tmp / f"expanded-{n}"))
+        except ParseError as e:
+            upload.error = str(e).replace(str(staged), upload.name)
+            upload.save(update_fields=["error"])
+            continue
+        offsets.update(members.clock_offsets)
+        if len(members) == 1 and Path(members[0].path) == staged:
+            leaves.append((upload, staged))
+            continue
+        upload.format = Artifact.CLOCK_OFFSETS if not members and members.clock_offsets else Artifact.ARCHIVE
+        upload.warnings = list(members.warnings)
+        if not members and not members.clock_offsets:
+            upload.error = f"{upload.name}: the archive holds no file to parse"
+        upload.save(update_fields=["format", "warnings", "error"])
+        for m in members:
+            path = Path(m.path)
+            child = Artifact.objects.create(trace=trace, parent=upload, name=m.name[:500],
+                                            size=path.stat().st_size, sha256=sha256_of(path))
+            leaves.append((child, path))
+    trace.clock_offsets = offsets
+    trace.save(update_fields=["clock_offsets"])
+    return leaves
+
+
+def _safe_name(name: str) -> str:
+    base = os.path.basename(name.replace("\\", "/")) or "upload"
+    return "".join(c if c.isalnum() or c in "._-" else "_" for c in base)[:200]
+
+
+def _parse_artifact(trace: Trace, artifact: Artifact, path: Path, store: ContentStore) -> None:
+    from diagnosis.pipeline import parse_one
+    events_before = trace.events_done
+    last = [0.0]
+
+    def progress(events: int) -> None:
+        now = time.monotonic()
+        if now - last[0] >= PROGRESS_EVERY_S:
+            last[0] = now
+            trace.record_progress(events_done=events_before + events)
+
+    try:
+        result = parse_one(artifact.name, path, store.parquet_dir(trace.pk), progress=progress)
+    except SoftTimeLimitExceeded:
+        raise
+    except Exception as e:  # a parser bug must not take the other artifacts down
+        log.exception("parser crashed on %s of trace %s", artifact.name, trace.pk)
+        artifact.error = f"{artifact.name}: the parser failed unexpectedly ({type(e).__name__}: {e}); please report this file"
+        artifact.save(update_fields=["error"])
+        return
+    artifact.format = result.format
+    artifact.event_count = result.events
+    artifact.warnings = result.warnings
+    artifact.error = result.error
+    artifact.meta = json.loads(json.dumps(result.meta, default=str))
+    if result.parquet and result.parquet.exists():
+        artifact.parquet = str(result.parquet.relative_to(store.root))
+        artifact.start_ts, artifact.end_ts = time_extent(result.parquet)
+    artifact.parsed_at = timezone.now()
+    artifact.save()
+    trace.record_progress(events_done=events_before + result.events,
+                          bytes_done=min(trace.bytes_total, trace.bytes_done + artifact.size))
+
+
+def time_extent(parquet: Path) -> tuple[int | None, int | None]:
+    """First and last timestamp (ns) of an event file, ignoring rows without a time;
+    streamed by row group so memory stays flat on big files."""
+    lo = hi = None
+    for batch in pq.ParquetFile(parquet).iter_batches(columns=["ts", "dur"]):
+        ts = batch.column("ts")
+        keep = pc.greater(ts, 0)
+        if not pc.any(keep).as_py():
+            continue
+        start = pc.min(pc.filter(ts, keep)).as_py()
+        end = pc.max(pc.add(pc.filter(ts, keep), pc.filter(batch.column("dur"), keep))).as_py()
+        lo = start if lo is None else min(lo, start)
+        hi = end if hi is None else max(hi, end)
+    return lo, hi

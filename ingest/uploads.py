@@ -1,0 +1,96 @@
+"""Turning an upload (web form, API, CLI) into a stored Trace that a worker will parse.
+
+The web form and the API both call `create_trace`, so both behave the same way.
+"""
+from __future__ import annotations
+
+import json
+from typing import Iterable
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+
+from accounts.models import Team
+from ingest.models import LABEL_KEY, Artifact, Trace
+from ingest.storage import ContentStore
+
+MAX_LABELS = 50
+
+
+def parse_labels(raw) -> dict[str, str]:
+    """Labels are a flat JSON object of short strings, e.g. {"env": "prod", "model": "llama"}.
+    A `key=value,key=value` string is accepted too (handy from curl and the web form)."""
+    if raw in (None, "", {}):
+        return {}
+    if isinstance(raw, str):
+        text = raw.strip()
+        if text.startswith("{"):
+            try:
+                raw = json.loads(text)
+            except json.JSONDecodeError as e:
+                raise ValidationError(f"labels: not valid JSON ({e.msg} at column {e.colno})") from None
+        else:
+            raw = dict(part.split("=", 1) if "=" in part else (part, "") for part in
+                       (p.strip() for p in text.split(",")) if part)
+    if not isinstance(raw, dict):
+        raise ValidationError('labels: expected a JSON object such as {"env": "prod"}')
+    if len(raw) > MAX_LABELS:
+        raise ValidationError(f"labels: at most {MAX_LABELS} labels")
+    labels = {}
+    for key, value in raw.items():
+        key = str(key).strip()
+        if not LABEL_KEY.match(key) or "__" in key:
+            raise ValidationError(f"labels: invalid key {key!r} (letters, digits, '_', '.', '-', '/'; "
+                                  "at most 64 characters)")
+        if not isinstance(value, (str, int, float, bool)) or len(str(value)) > 200:
+            raise ValidationError(f"labels: value of {key!r} must be a short string")
+        labels[key] = str(value)
+    return labels
+
+
+def team_for_upload(user, slug: str | None) -> Team:
+    """The team a new trace belongs to: the named one, or the user's only team."""
+    teams = Team.objects.of(user)
+    if slug:
+        team = teams.filter(slug=slug).first()
+        if team is None:
+            raise ValidationError(f"team: you are not a member of a team {slug!r}")
+        return team
+    mine = list(teams[:2])
+    if not mine:
+        raise ValidationError("team: your account belongs to no team; ask an admin to add you")
+    if len(mine) > 1:
+        raise ValidationError("team: you belong to several teams; say which one (team=<slug>)")
+    return mine[0]
+
+
+def create_trace(team: Team, user, files: Iterable, name: str = "", labels: dict | None = None,
+                 store: ContentStore | None = None) -> Trace:
+    """Store the uploaded files and queue the trace for parsing."""
+    files = list(files)
+    if not files:
+        raise ValidationError("files: upload at least one file")
+    store = store or ContentStore()
+    blobs = [(f.name, store.put_file(f)) for f in files]
+    with transaction.atomic():
+        trace = Trace.objects.create(
+            team=team, created_by=user if user and user.is_authenticated else None,
+            name=name or _default_name(blobs), labels=labels or {},
+            bytes_total=sum(b.size for _, b in blobs), artifacts_total=len(blobs))
+        Artifact.objects.bulk_create(
+            Artifact(trace=trace, name=_unique(n, i, blobs), size=b.size, sha256=b.sha256)
+            for i, (n, b) in enumerate(blobs))
+        trace.enqueue()
+    return trace
+
+
+def _default_name(blobs) -> str:
+    first = blobs[0][0]
+    return first if len(blobs) == 1 else f"{first} and {len(blobs) - 1} more"
+
+
+def _unique(name: str, index: int, blobs) -> str:
+    """Two uploaded files may share a name (rank0/trace.json, rank1/trace.json arrive as
+    trace.json twice): keep them apart."""
+    same = [i for i, (n, _) in enumerate(blobs) if n == name]
+    return name if len(same) == 1 else f"{name} ({same.index(index) + 1})"

@@ -1,0 +1,64 @@
+"""Team rules API: CRUD, validation with line/column errors, a test run against a trace."""
+from __future__ import annotations
+
+from django.core.exceptions import ValidationError
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.response import Response
+
+from ingest.models import Trace
+from ingest.uploads import team_for_upload
+from rules.api.serializers import (RuleCreateSerializer, RuleSerializer, RuleTestSerializer,
+                                   RuleTextSerializer, RuleValidationSerializer)
+from rules.models import Rule, check_rule, parse_rule
+
+TESTABLE = (Trace.State.PARSED, Trace.State.DIAGNOSING, Trace.State.DONE)
+
+
+class RuleViewSet(viewsets.ModelViewSet):
+    def get_queryset(self):
+        return Rule.objects.visible_to(self.request.user).select_related("team", "created_by", "updated_by")
+
+    def get_serializer_class(self):
+        return RuleCreateSerializer if self.action == "create" else RuleSerializer
+
+    def perform_create(self, serializer):
+        try:
+            team = team_for_upload(self.request.user, serializer.validated_data.pop("team", None))
+            serializer.save(team=team, created_by=self.request.user, updated_by=self.request.user)
+        except ValidationError as e:
+            raise serializers.ValidationError({"yaml": e.messages}) from None
+
+    def perform_update(self, serializer):
+        try:
+            serializer.save(updated_by=self.request.user)
+        except ValidationError as e:
+            raise serializers.ValidationError({"yaml": e.messages}) from None
+
+    @extend_schema(request=RuleTextSerializer, responses=RuleValidationSerializer)
+    @action(detail=False, methods=["post"])
+    def validate(self, request):
+        """Check a rule's YAML without saving it: errors carry line and column."""
+        body = RuleTextSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        rule, errors = check_rule(body.validated_data["yaml"])
+        return Response({"valid": not errors, "errors": errors,
+                         "rule_id": rule.id if rule else None, "version": int(rule.version) if rule else None})
+
+    @extend_schema(request=RuleTestSerializer, responses={200: dict})
+    @action(detail=True, methods=["post"])
+    def test(self, request, pk=None):
+        """Run this rule alone over a parsed trace's events; returns its findings."""
+        from diagnosis.tasks import diagnose_stored
+        rule = self.get_object()
+        body = RuleTestSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        trace = get_object_or_404(Trace.objects.visible_to(request.user), pk=body.validated_data["trace"])
+        if trace.state not in TESTABLE:
+            return Response({"detail": f"trace {trace.pk} is {trace.state}: a rule runs on parsed traces",
+                             "state": trace.state}, status=status.HTTP_409_CONFLICT)
+        report = diagnose_stored(trace, [parse_rule(rule.yaml)])
+        return Response({"rule_id": rule.rule_id, "version": rule.version, "trace": trace.pk,
+                         "findings": report["findings"], "rule_errors": report.get("rule_errors", [])})

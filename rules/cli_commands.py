@@ -1,0 +1,52 @@
+"""`tracedoc rules validate FILE...` and `tracedoc rules test [DIR]` (wired in cli/main.py)."""
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+
+from rules.loader import RuleError, load_rule_dirs, load_rule_files, rule_files, validate_files
+from rules.testing import run_rule_tests
+
+
+def validate_main(paths) -> int:
+    """Prints `file:line:col: message` per problem; 0 when every rule is valid, 1 otherwise."""
+    errors = validate_files(paths)
+    for e in errors:
+        print(e)
+    if errors:
+        print(f"{len(errors)} problem(s)", file=sys.stderr)
+        return 1
+    files = rule_files(paths)
+    print(f"ok: {len(files)} file(s) valid", file=sys.stderr)
+    return 0
+
+
+def scenario_events(path: Path) -> pd.DataFrame:
+    """The real ingest of one corpus scenario (a file or a folder) as one event table."""
+    from diagnosis.pipeline import load_events, parse_one
+    path = Path(path)
+    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    with tempfile.TemporaryDirectory(prefix="tracedoc-ruletest-") as tmp:
+        results = [parse_one(str(f.relative_to(path)) if path.is_dir() else f.name, f, Path(tmp)) for f in files]
+        return load_events(results)
+
+
+def test_main(rules_dir, corpus_root) -> int:
+    """Runs the fires/quiet scenarios of the rules in `rules_dir` (default: the builtin pack)."""
+    try:
+        rules = load_rule_files([rules_dir]) if rules_dir else load_rule_dirs(None)
+    except (RuleError, FileNotFoundError) as e:
+        print(e)
+        return 1
+    results = run_rule_tests(rules, corpus_root, scenario_events)
+    for r in results:
+        print(r.line())
+    failed = sum(not r.passed for r in results)
+    print(f"{len(results) - failed} passed, {failed} failed ({len(rules)} rules)", file=sys.stderr)
+    return 1 if failed else 0
+
+
+test_main.__test__ = False  # a CLI entry, not a pytest test

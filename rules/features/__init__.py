@@ -1,0 +1,161 @@
+"""Built-in features: derived tables that rules select from with `from: <name>`.
+
+A feature is a documented Python function over the trace (`ctx.events`, other features
+via `ctx.feature(name)`) returning rows shaped like events (see `as_event_frame`) plus any
+extra numeric/boolean columns. Rules cannot run code; features are how the engine offers
+what selections and aggregates cannot express (correlations, derived metrics).
+
+    @feature("steady_state", doc="The steady-state window after the cold start (one row).")
+    def steady_state(ctx) -> pd.DataFrame: ...
+
+Each feature is computed lazily, at most once per trace, and cached in the TraceContext.
+Feature modules are the other modules of this package; they are imported on first use.
+"""
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+
+from ingest.events import CATEGORY_COLUMNS, COLUMNS, DEFAULTS
+
+
+@dataclass(frozen=True)
+class Feature:
+    name: str
+    doc: str
+    fn: Callable[["TraceContext"], pd.DataFrame]
+
+
+_REGISTRY: dict[str, Feature] = {}
+_modules_loaded = False
+
+
+def feature(name: str, doc: str):
+    """Register `fn(ctx) -> DataFrame` as the feature `name` (lowercase, digits, _)."""
+    if not name or not all(c.islower() or c.isdigit() or c == "_" for c in name):
+        raise ValueError(f"feature name {name!r} must be lowercase letters, digits and _")
+
+    def register(fn):
+        if name in _REGISTRY and _REGISTRY[name].fn is not fn:
+            raise ValueError(f"feature {name!r} is registered twice")
+        _REGISTRY[name] = Feature(name, " ".join(doc.split()), fn)
+        return fn
+    return register
+
+
+def _load_modules() -> None:
+    global _modules_loaded
+    if _modules_loaded:
+        return
+    _modules_loaded = True
+    for info in pkgutil.iter_modules(__path__):
+        if not info.name.startswith("_"):
+            importlib.import_module(f"{__name__}.{info.name}")
+
+
+def get_feature(name: str) -> Feature | None:
+    _load_modules()
+    return _REGISTRY.get(name)
+
+
+def list_features() -> list[dict]:
+    """[{"name", "doc"}] sorted by name: for docs/rules.md, the API and validation messages."""
+    _load_modules()
+    return [{"name": f.name, "doc": f.doc} for f in sorted(_REGISTRY.values(), key=lambda f: f.name)]
+
+
+_NUMPY_TYPES = {"ts": np.int64, "dur": np.int64, "pid": np.int64, "tid": np.int64, "device": np.int32,
+                "stream": np.int64, "corr": np.int64, "value": np.float64}
+
+
+def as_event_frame(df: pd.DataFrame | None) -> pd.DataFrame:
+    """`df` with every event column present and typed as in the event table (missing columns
+    take ingest.events.DEFAULTS, category columns become Categorical); extra columns are kept.
+    Rows are renumbered 0..n-1."""
+    if df is None:
+        df = pd.DataFrame()
+    n = len(df)
+    if not df.index.equals(pd.RangeIndex(n)):
+        df = df.reset_index(drop=True)
+    out = {}
+    for name in COLUMNS:
+        default = DEFAULTS[name]
+        if name in df.columns:
+            col = df[name]
+        else:
+            col = pd.Series([default] * n, dtype=object if isinstance(default, str) else None)
+        if name in CATEGORY_COLUMNS:
+            if not isinstance(col.dtype, pd.CategoricalDtype):
+                col = col.fillna(default).astype(str).astype("category")
+        elif name in _NUMPY_TYPES:
+            if col.dtype != _NUMPY_TYPES[name]:
+                col = pd.to_numeric(col, errors="coerce")
+                if _NUMPY_TYPES[name] is not np.float64:
+                    col = col.fillna(default)
+                col = col.astype(_NUMPY_TYPES[name])
+        else:  # plain strings
+            if col.dtype == object and col.isna().any():
+                col = col.fillna(default)
+        out[name] = col
+    for extra in df.columns:
+        if extra not in out:
+            out[extra] = df[extra]
+    return pd.DataFrame(out, index=pd.RangeIndex(n), copy=False)
+
+
+class FeatureError(RuntimeError):
+    pass
+
+
+class TraceContext:
+    """One trace's events plus its features, each computed at most once.
+
+    Events are normalized once with `as_event_frame`; `span` is (first ts, last end) in ns.
+    """
+
+    def __init__(self, events: pd.DataFrame):
+        self.events = as_event_frame(events)
+        self._features: dict[str, pd.DataFrame | FeatureError] = {}
+        self._computing: list[str] = []
+        ev = self.events
+        if len(ev):
+            self.span = (int(ev["ts"].min()), int((ev["ts"] + ev["dur"]).max()))
+        else:
+            self.span = (0, 0)
+
+    def feature(self, name: str) -> pd.DataFrame:
+        cached = self._features.get(name)
+        if isinstance(cached, FeatureError):
+            raise cached
+        if cached is not None:
+            return cached
+        feat = get_feature(name)
+        if feat is None:
+            raise FeatureError(f"unknown feature {name!r} (known: {', '.join(f['name'] for f in list_features())})")
+        if name in self._computing:
+            raise FeatureError(f"feature {name!r} depends on itself: {' -> '.join(self._computing + [name])}")
+        self._computing.append(name)
+        try:
+            result = as_event_frame(feat.fn(self))
+        except FeatureError:
+            raise
+        except Exception as e:  # remembered so every rule using it reports the same cause fast
+            err = FeatureError(f"feature {name!r} failed: {type(e).__name__}: {e}")
+            self._features[name] = err
+            raise err from e
+        finally:
+            self._computing.pop()
+        self._features[name] = result
+        return result
+
+    def table(self, source: str | None) -> pd.DataFrame:
+        """The frame a selection reads: the events (None) or a feature."""
+        return self.events if source is None else self.feature(source)
+
+
+__all__ = ["feature", "list_features", "get_feature", "as_event_frame", "TraceContext", "FeatureError"]

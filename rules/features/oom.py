@@ -1,0 +1,112 @@
+"""Why an allocation failed: per-process cap, fragmentation, capacity, or undetermined.
+
+The figures come from the OOM message (PyTorch prints request R, capacity T, free F, in use
+by this process P, allowed cap, allocated A, reserved-but-unallocated U) and, when a memory
+snapshot is in the trace, from the allocator's own `oom` action and segments.
+
+- process cap:   the device had room (F >= R) or a cap far below capacity is printed
+- capacity:      the request alone exceeds the device, or live tensors + request exceed what
+                 the process could ever hold (A + R > F + Rsv)
+- fragmentation: the request would fit in free + cached memory (R <= F + U) and the cache is a
+                 material share of what is reserved, yet no block was big enough
+A rule that says "fragmentation" on R < U alone is wrong when U is a sliver of the pool.
+"""
+from __future__ import annotations
+
+import json
+
+import orjson
+import pandas as pd
+
+from rules.features import feature
+
+MATERIAL_CACHE_SHARE = 0.10     # U / reserved at or above this is a real cache, not a rounding
+CAP_SHARE = 0.95                # an "allowed" figure below this share of capacity is a cap
+CAPTURE_MARKERS = ("capture cuda graph", "cuda_graph_runner", "torch/cuda/graphs.py", "capture_begin",
+                   "cudagraph", "graph capture")
+GIB = 2**30
+
+
+def _attrs(s: str) -> dict:
+    try:
+        v = orjson.loads(s)
+        return v if isinstance(v, dict) else {}
+    except orjson.JSONDecodeError:
+        return {}
+
+
+def _snapshot_figures(ev: pd.DataFrame) -> dict:
+    snap = ev[(ev["source"] == "memory_snapshot") & (ev["kind"] == "sample")]
+    out = {}
+    for name, key in (("memory.reserved", "reserved"), ("memory.allocated", "allocated_by_pytorch"),
+                      ("memory.reserved_unallocated", "reserved_unallocated"),
+                      ("memory.largest_free_block", "largest_free_block"),
+                      ("memory.segments", "segments"),
+                      ("memory.segments_with_live_block", "segments_with_live_block")):
+        vals = snap.loc[snap["name"] == name, "value"]
+        if len(vals):
+            out[key] = float(vals.sum()) if key != "largest_free_block" else float(vals.max())
+    return out
+
+
+def classify(f: dict) -> tuple[str, str]:
+    """(cause, reason) from the figures of one OOM (bytes; missing keys allowed)."""
+    R, T, F = f.get("tried_to_allocate"), f.get("total_capacity"), f.get("free")
+    A, U, cap = f.get("allocated_by_pytorch"), f.get("reserved_unallocated"), f.get("allowed")
+    Rsv = f.get("reserved") or ((A or 0) + (U or 0) if A is not None and U is not None else None)
+    if R is None:
+        return "undetermined", "the request size is not in the evidence"
+    if cap is not None and T and cap < CAP_SHARE * T:
+        return "process_cap", (f"the process may use only {cap / GIB:.2f} GiB of the device's {T / GIB:.2f} GiB "
+                               f"(a per-process cap){f', while {F / GIB:.2f} GiB was free on the device' if F else ''}")
+    if F is not None and F >= R and F > 0:
+        return "process_cap", (f"the device still had {F / GIB:.2f} GiB free, more than the {R / GIB:.2f} GiB "
+                               "requested: something capped this process (memory fraction, MIG slice, container)")
+    if T and R > T:
+        return "capacity", f"the request ({R / GIB:.2f} GiB) is larger than the whole device ({T / GIB:.2f} GiB)"
+    if U is not None and Rsv:
+        share = U / Rsv
+        room = (F or 0) + U
+        if R <= room and share >= MATERIAL_CACHE_SHARE:
+            return "fragmentation", (f"{U / GIB:.2f} GiB ({share:.0%} of the {Rsv / GIB:.2f} GiB reserved) was cached "
+                                     f"but unallocated, enough for the {R / GIB:.2f} GiB request, yet no free block "
+                                     "was large enough")
+        return "capacity", (f"live tensors hold {((A or Rsv - U)) / GIB:.2f} GiB; free plus cached memory "
+                            f"({room / GIB:.2f} GiB) " + ("cannot hold" if R > room else "is only a sliver next to")
+                            + f" the {R / GIB:.2f} GiB request")
+    if F is not None and T:
+        return "capacity", f"only {F / GIB:.2f} GiB of {T / GIB:.2f} GiB was free for a {R / GIB:.2f} GiB request"
+    return "undetermined", "the message is cut before the free/allocated/reserved figures"
+
+
+@feature("oom_analysis", doc="One row per out-of-memory event with its figures and verdict: attrs.cause is "
+         "process_cap | fragmentation | capacity | undetermined; attrs.in_capture is true when the OOM was "
+         "raised inside CUDA Graph capture; attrs.reason explains the verdict.")
+def oom_analysis(ctx) -> pd.DataFrame:
+    ev = ctx.events
+    ooms = ev[ev["kind"] == "oom"]
+    if ooms.empty:
+        return ooms
+    snap = _snapshot_figures(ev)
+    rows = []
+    for _, row in ooms.iterrows():
+        a = _attrs(row["attrs"])
+        figures = {k: a.get(k) for k in ("tried_to_allocate", "total_capacity", "free", "in_use_by_process",
+                                         "allowed", "allocated_by_pytorch", "reserved_unallocated", "reserved")
+                   if isinstance(a.get(k), (int, float))}
+        if row["source"] == "memory_snapshot":
+            figures.setdefault("tried_to_allocate", row["value"] if row["value"] == row["value"] else None)
+            if isinstance(a.get("device_free"), (int, float)):
+                figures.setdefault("free", a["device_free"])
+            for k, v in snap.items():
+                figures.setdefault(k, v)
+        figures = {k: v for k, v in figures.items() if v is not None}
+        cause, reason = classify(figures)
+        text = str(a.get("text") or a.get("message") or "").lower()
+        in_capture = any(m in text for m in CAPTURE_MARKERS)
+        out = row.to_dict()
+        out["attrs"] = json.dumps({**a, **figures, "cause": cause, "reason": reason, "in_capture": in_capture,
+                                   "figures_gib": {k: round(v / GIB, 2) for k, v in figures.items()
+                                                   if k not in ("segments", "segments_with_live_block")}})
+        rows.append(out)
+    return pd.DataFrame(rows)

@@ -1,0 +1,18 @@
+"""`manage.py loadrules`: load and validate the builtin rule pack; prints what it holds."""
+from collections import Counter
+
+from django.core.management.base import BaseCommand, CommandError
+
+
+class Command(BaseCommand):
+    help = __doc__
+
+    def handle(self, **options):
+        from rules.loader import RuleError, load_rule_dirs
+        try:
+            rules = load_rule_dirs(None)
+        except RuleError as e:
+            raise CommandError(f"the builtin rule pack does not load: {e}") from None
+        by_severity = Counter(r.severity for r in rules)
+        detail = ", ".join(f"{by_severity[s]} {s}" for s in ("critical", "error", "warning", "info") if by_severity[s])
+        self.stdout.write(f"builtin rules: {len(rules)} loaded ({detail})")

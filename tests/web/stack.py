@@ -1,0 +1,122 @@
+"""A real tracedoc for integration tests: gunicorn and a Celery worker as subprocesses,
+on PostgreSQL + Redis or on the embedded default (SQLite + SQLite broker), each run with
+its own database, broker queue and artifact store."""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from contextlib import contextmanager
+from pathlib import Path
+
+import requests
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+PG_ADMIN = "host=127.0.0.1 port=5432 user=postgres dbname=postgres"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def reachable(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(1)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+@contextmanager
+def postgres_database():
+    import psycopg
+    name = f"tracedoc_it_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield f"postgres://postgres@127.0.0.1:5432/{name}"
+    finally:
+        with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def stack_env(tmp: Path, database_url: str, broker_url: str) -> dict:
+    env = dict(os.environ)
+    env.update({
+        "DJANGO_SETTINGS_MODULE": "tracedoc.settings", "DEBUG": "1", "PYTHONPATH": str(ROOT),
+        "TRACEDOC_VAR": str(tmp / "var"), "TRACEDOC_STORAGE": str(tmp / "storage"),
+        "DATABASE_URL": database_url, "CELERY_BROKER_URL": broker_url,
+        "TRACEDOC_QUEUE": f"tracedoc-test-{uuid.uuid4().hex[:8]}",
+    })
+    return env
+
+
+def start_worker(env: dict, log: Path) -> subprocess.Popen:
+    return subprocess.Popen([str(BIN / "celery"), "-A", "tracedoc", "worker", "--pool=solo", "-c", "1",
+                             "--loglevel=INFO", "--without-gossip", "--without-mingle", "--without-heartbeat"],
+                            cwd=ROOT, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT,
+                            start_new_session=True)
+
+
+def stop(proc: subprocess.Popen) -> None:
+    """Stop one process we started (its own session: the worker's children go too)."""
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+class Stack:
+    def __init__(self, tmp: Path, env: dict):
+        self.tmp, self.env = tmp, env
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.procs: list[subprocess.Popen] = []
+        self.token = ""
+
+    def manage(self, *args: str) -> str:
+        done = subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=self.env,
+                              capture_output=True, text=True, timeout=180)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+
+    def start(self) -> "Stack":
+        self.manage("migrate", "--noinput")
+        self.token = self.manage("createtoken", "ci", "--team", "infra").splitlines()[-1]
+        self.procs.append(start_worker(self.env, self.tmp / "worker.log"))
+        self.procs.append(subprocess.Popen(
+            [str(BIN / "gunicorn"), "tracedoc.wsgi", "-b", f"127.0.0.1:{self.port}", "-w", "2",
+             "--timeout", "300"], cwd=ROOT, env=self.env, stdout=(self.tmp / "web.log").open("wb"),
+            stderr=subprocess.STDOUT, start_new_session=True))
+        deadline = time.monotonic() + 60
+        while not reachable(self.port):
+            assert time.monotonic() < deadline, self.logs()
+            assert all(p.poll() is None for p in self.procs), self.logs()
+            time.sleep(0.3)
+        return self
+
+    def stop(self) -> None:
+        for proc in reversed(self.procs):
+            stop(proc)
+
+    def logs(self) -> str:
+        return "\n".join(f"--- {name}\n" + (self.tmp / name).read_text(errors="replace")[-4000:]
+                         for name in ("worker.log", "web.log") if (self.tmp / name).exists())
+
+    def api(self, method: str, path: str, **kwargs) -> requests.Response:
+        headers = {"Authorization": f"Token {self.token}"}
+        return requests.request(method, self.url + path, headers=headers, timeout=330, **kwargs)
+
+    def upload(self, files: list[tuple[str, bytes]], wait: int = 120, **fields) -> dict:
+        response = self.api("post", f"/api/v1/traces/?wait={wait}", data=fields,
+                            files=[("files", (name, data)) for name, data in files])
+        assert response.status_code == 201, response.text + self.logs()
+        return response.json()

@@ -1,0 +1,40 @@
+"""Geometry of the timeline SVG: lanes per artifact, finding marks, evidence dots, ticks."""
+from diagnosis.timeline import LABEL_W, PAD_R, format_offset, layout, tick_offsets
+
+S = 10**9
+
+
+def test_lanes_and_marks_are_placed_on_one_time_axis():
+    tl = layout([("a.json", 100 * S, 110 * S), ("b.log", 105 * S, 120 * S)],
+                [{"id": "F1", "title": "t", "severity": "error", "start_ts": 110 * S, "end_ts": 110 * S,
+                  "evidence": [{"artifact": "b.log", "ts": 115 * S, "text": "boom"}]}], width=1000)
+    right = 1000 - PAD_R
+    per_s = (right - LABEL_W) / 20
+    a, b = tl.lanes
+    assert (a.x, a.w) == (LABEL_W, 10 * per_s)
+    assert (b.x, round(b.x + b.w, 2)) == (LABEL_W + 5 * per_s, right)
+    assert b.y > a.y
+    mark = tl.marks[0]
+    assert mark.x == LABEL_W + 10 * per_s and mark.w >= 3
+    dot = tl.dots[0]
+    assert (dot.x, dot.finding, dot.text) == (LABEL_W + 15 * per_s, "F1", "boom")
+    assert b.y < dot.y < b.y + 24  # on b's lane
+    assert tl.ticks[0].x == LABEL_W and tl.ticks[-1].x <= right
+
+
+def test_an_artifact_without_times_gets_an_empty_lane():
+    tl = layout([("a.json", 1 * S, 2 * S), ("topology.txt", None, None)], [])
+    assert tl.lanes[1].x is None and len(tl.lanes) == 2
+
+
+def test_no_times_at_all_gives_an_empty_timeline():
+    assert layout([("x", None, None)], []).empty
+
+
+def test_ticks_follow_a_1_2_5_step():
+    assert tick_offsets(10 * S) == [0, 2 * S, 4 * S, 6 * S, 8 * S, 10 * S]
+    assert tick_offsets(3 * 10**6)[:3] == [0, 500_000, 1_000_000]
+
+
+def test_offsets_read_like_a_person_would_write_them():
+    assert [format_offset(n) for n in (0, 2 * S, 1_500_000, 250_000, 12)] == ["0", "+2 s", "+1.5 ms", "+250 µs", "+12 ns"]

@@ -1,0 +1,215 @@
+"""Settings for tracedoc.
+
+Embedded default (no server needed): SQLite and a Celery broker on a SQLite file, both
+under `var/`. Set DATABASE_URL / CELERY_BROKER_URL for PostgreSQL and Redis. Every value
+read from the environment goes through a typed helper that fails loudly on a bad value.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def env(name: str, default: str = "") -> str:
+    """A string setting; NAME_FILE (Docker secrets) wins over NAME."""
+    file = os.environ.get(f"{name}_FILE")
+    if file:
+        return Path(file).read_text().strip()
+    return os.environ.get(name, default)
+
+
+def envbool(name: str, default: bool) -> bool:
+    raw = env(name, "")
+    if raw == "":
+        return default
+    if raw.lower() in ("1", "true", "yes", "on"):
+        return True
+    if raw.lower() in ("0", "false", "no", "off"):
+        return False
+    raise ImproperlyConfigured(f"{name}={raw!r}: expected true/false")
+
+
+def envint(name: str, default: int) -> int:
+    raw = env(name, "")
+    if raw == "":
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={raw!r}: expected an integer") from None
+
+
+def envlist(name: str, default: list[str]) -> list[str]:
+    raw = env(name, "")
+    return [x.strip() for x in raw.split(",") if x.strip()] if raw else default
+
+
+VAR_DIR = Path(env("TRACEDOC_VAR", str(BASE_DIR / "var"))).resolve()
+VAR_DIR.mkdir(parents=True, exist_ok=True)
+
+DEBUG = envbool("DEBUG", True)
+_DEV_SECRET = "dev-only-insecure-secret-key-set-SECRET_KEY-in-production"
+SECRET_KEY = env("SECRET_KEY", _DEV_SECRET)
+if SECRET_KEY == _DEV_SECRET and not DEBUG:
+    raise ImproperlyConfigured("SECRET_KEY must be set when DEBUG is off")
+ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]", "testserver"])
+CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS", [])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "whitenoise.runserver_nostatic",
+    "django.contrib.staticfiles",
+    "django.contrib.humanize",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "django_htmx",
+    "accounts",
+    "ingest",
+    "diagnosis",
+    "rules",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "tracedoc.urls"
+WSGI_APPLICATION = "tracedoc.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+
+def _database() -> dict:
+    db = dj_database_url.config(default=f"sqlite:///{VAR_DIR / 'tracedoc.sqlite3'}", conn_max_age=60)
+    if db["ENGINE"].endswith("sqlite3"):
+        # The web process and the worker share the file: WAL lets readers run beside the
+        # writer, IMMEDIATE transactions and a timeout turn lock races into short waits.
+        db["CONN_MAX_AGE"] = 0
+        db["OPTIONS"] = {"timeout": 30, "transaction_mode": "IMMEDIATE",
+                         "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"}
+        # A file, not memory, so that a worker subprocess can open the test database too.
+        db["TEST"] = {"NAME": str(VAR_DIR / f"test-{os.getpid()}.sqlite3")}
+    return db
+
+
+DATABASES = {"default": _database()}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+if "pytest" in sys.modules:
+    PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # fast tests
+
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "ingest:trace-list"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = VAR_DIR / "static"
+STATIC_ROOT.mkdir(exist_ok=True)  # whitenoise warns about a missing folder before collectstatic
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"
+                    if not DEBUG else "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}
+
+# --- uploads ---------------------------------------------------------------------------
+# Root of the content-addressed artifact store and of the per-trace Parquet files.
+TRACEDOC_STORAGE = Path(env("TRACEDOC_STORAGE", str(VAR_DIR / "storage"))).resolve()
+# Hard cap per trace upload (all files together); enforced while streaming the upload.
+TRACEDOC_MAX_UPLOAD_BYTES = envint("TRACEDOC_MAX_UPLOAD_BYTES", 4 * 1024**3)
+TRACEDOC_MAX_WAIT_SECONDS = 300  # bound of ?wait= on the upload API
+FILE_UPLOAD_MAX_MEMORY_SIZE = 2_621_440  # spill to disk above this (not a cap)
+DATA_UPLOAD_MAX_NUMBER_FILES = envint("DATA_UPLOAD_MAX_NUMBER_FILES", 200)
+FILE_UPLOAD_HANDLERS = [
+    "ingest.storage.SizeLimitUploadHandler",
+    "django.core.files.uploadhandler.TemporaryFileUploadHandler",
+]
+
+# --- API ---------------------------------------------------------------------------------
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    "PAGE_SIZE": 50,
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "tracedoc API",
+    "DESCRIPTION": "Upload GPU / LLM-inference traces, read their diagnosis, triage clusters, manage rules.",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+}
+
+# --- Celery ------------------------------------------------------------------------------
+CELERY_BROKER_URL = env("CELERY_BROKER_URL", f"sqla+sqlite:///{VAR_DIR / 'broker.sqlite'}")
+CELERY_RESULT_BACKEND = env("CELERY_RESULT_BACKEND", "") or None
+# One queue name per deployment, so that two stacks sharing a Redis never take each other's work.
+CELERY_TASK_DEFAULT_QUEUE = env("TRACEDOC_QUEUE", "tracedoc")
+CELERY_TASK_IGNORE_RESULT = True  # state lives on the Trace row, not in a result backend
+CELERY_TASK_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TASK_ACKS_LATE = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_SOFT_TIME_LIMIT = envint("TRACEDOC_TASK_SOFT_TIME_LIMIT", 55 * 60)
+CELERY_TASK_TIME_LIMIT = envint("TRACEDOC_TASK_TIME_LIMIT", 60 * 60)
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Redis redelivers unacked messages after visibility_timeout: keep it well above the
+# task time limit or a long parse runs twice. The SQLite broker polls; keep that quick.
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 4 * 3600, "polling_interval": 0.25}
+CELERY_TASK_ALWAYS_EAGER = envbool("CELERY_TASK_ALWAYS_EAGER", False)
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": env("LOG_LEVEL", "INFO")},
+}
