@@ -31,7 +31,8 @@ def scenario_events(path: Path) -> pd.DataFrame:
     files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
     with tempfile.TemporaryDirectory(prefix="tracedoc-ruletest-") as tmp:
         results = [parse_one(str(f.relative_to(path)) if path.is_dir() else f.name, f, Path(tmp)) for f in files]
-        return load_events(results)
+        events, _alignment = load_events(results)
+        return events
 
 
 def test_main(rules_dir, corpus_root) -> int:

@@ -270,7 +270,8 @@ def _explain_schema_error(err, doc, filename: str) -> list[RuleError]:
         hint = _PATTERN_HINTS.get(tuple(path[:1]), f"text matching {err.validator_value}")
         return [_error(filename, mark, f"{where}: {err.instance!r} is not {hint}")]
     if kind == "not" and path == []:
-        return [_error(filename, mark, "use either aggregate or sequence, not both")]
+        node = _node_at(doc, ["sequence"], want_key=True)
+        return [_error(filename, node.start_mark, "use either aggregate or sequence, not both")]
     message = err.message if len(err.message) < 200 else err.message[:200] + "…"
     return [_error(filename, mark, f"{where}: {message}")]
 

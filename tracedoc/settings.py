@@ -203,8 +203,10 @@ CELERY_TASK_SOFT_TIME_LIMIT = envint("TRACEDOC_TASK_SOFT_TIME_LIMIT", 55 * 60)
 CELERY_TASK_TIME_LIMIT = envint("TRACEDOC_TASK_TIME_LIMIT", 60 * 60)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # Redis redelivers unacked messages after visibility_timeout: keep it well above the
-# task time limit or a long parse runs twice. The SQLite broker polls; keep that quick.
-CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 4 * 3600, "polling_interval": 0.25}
+# task time limit or a long parse runs twice. (The SQLite broker passes its options to
+# SQLAlchemy's create_engine, so it gets none.)
+CELERY_BROKER_TRANSPORT_OPTIONS = ({"visibility_timeout": 4 * 3600}
+                                   if CELERY_BROKER_URL.startswith(("redis", "rediss")) else {})
 CELERY_TASK_ALWAYS_EAGER = envbool("CELERY_TASK_ALWAYS_EAGER", False)
 
 LOGGING = {

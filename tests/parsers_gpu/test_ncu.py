@@ -5,9 +5,8 @@ import csv
 
 import pytest
 
-from ingest.events import ParseError
+from ingest.events import EventSink, ParseError, ParseReport
 from ingest.parsers import ncu_csv
-from ingest.events import EventSink, ParseReport
 from tests.corpus import corpus
 from tests.parsers_gpu.helpers import attrs, parse_to_frame
 
