@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import sys
-import tempfile
 from pathlib import Path
 
 import pandas as pd
@@ -26,13 +25,8 @@ def validate_main(paths) -> int:
 
 def scenario_events(path: Path) -> pd.DataFrame:
     """The real ingest of one corpus scenario (a file or a folder) as one event table."""
-    from diagnosis.pipeline import load_events, parse_one
-    path = Path(path)
-    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
-    with tempfile.TemporaryDirectory(prefix="tracedoc-ruletest-") as tmp:
-        results = [parse_one(str(f.relative_to(path)) if path.is_dir() else f.name, f, Path(tmp)) for f in files]
-        events, _alignment = load_events(results)
-        return events
+    from diagnosis.scenarios import events
+    return events(path)
 
 
 def test_main(rules_dir, corpus_root) -> int:

@@ -17,6 +17,7 @@ sniff() says yes wins, so specific formats come before generic ones (text logs l
 from __future__ import annotations
 
 import importlib
+import re
 from pathlib import Path
 from types import ModuleType
 
@@ -85,9 +86,25 @@ def detect(path: Path, name: str | None = None) -> ModuleType:
     head = read_head(path)
     if not head:
         raise ParseError(name, "byte 0", "readable content (damaged gzip header?)")
+    json_like = bool(_JSON_START.match(head))
     for mod in registered():
+        if json_like and mod.FORMAT == "log":
+            break  # JSON no JSON parser took is an unknown document, not a log
         if mod.sniff(head, name):
             return mod
+    if json_like:
+        raise ParseError(name, "byte 0", "a known trace format; got a JSON document of an unknown kind "
+                         f"({_json_keys(head)})")
     what = "binary data" if looks_binary(head) else "text"
     raise ParseError(name, "byte 0", f"a known trace format; got {what} no parser recognises "
                      "(see docs for the supported formats)")
+
+
+# `{"key"` or `[{`: a JSON document; `[rank0]:[E1129 ...` and `[80746] ...` are log lines
+_JSON_START = re.compile(rb'^\s*(\{\s*("|\})|\[\s*\{)')
+
+
+def _json_keys(head: bytes) -> str:
+    """A hint for the error message: the document's first top-level keys."""
+    keys = re.findall(rb'"([A-Za-z_][A-Za-z0-9_]{0,40})"\s*:', head[:2048])
+    return "keys: " + ", ".join(dict.fromkeys(k.decode() for k in keys[:6])) if keys else "no recognisable keys"

@@ -98,9 +98,7 @@ def as_event_frame(df: pd.DataFrame | None) -> pd.DataFrame:
                 if _NUMPY_TYPES[name] is not np.float64:
                     col = col.fillna(default)
                 col = col.astype(_NUMPY_TYPES[name])
-        else:  # plain strings
-            if col.dtype == object and col.isna().any():
-                col = col.fillna(default)
+        # plain string columns are kept as they are: nulls never match a test (no per-row scan here)
         out[name] = col
     for extra in df.columns:
         if extra not in out:

@@ -13,7 +13,7 @@ from tests.corpus import corpus
 def _load(tmp_path, *paths):
     with expand(list(paths), tmp_path / "unpacked") as members:
         results = [parse_one(m.name, m.path, tmp_path) for m in members]
-        return {r.name: r for r in results}, load_events(results)
+        return {r.name: r for r in results}, load_events(results, members.clock_offsets)[0]
 
 
 def test_token_latency_rows(parse):

@@ -167,3 +167,11 @@ def test_validate_main_prints_file_line_col(tmp_path, capsys):
     assert cli_commands.validate_main([str(good), str(bad)]) == 1
     out = capsys.readouterr().out.strip().splitlines()
     assert out == [f"{bad}:8:12: condition names selection 'b' which is not defined under match (defined: a)"]
+
+
+def test_the_guide_example_is_a_valid_rule():
+    import re
+    from pathlib import Path
+    guide = (Path(loader.__file__).parent.parent / "docs" / "rules.md").read_text()
+    example = re.findall(r"```yaml\n(id: .*?)```", guide, re.S)[0]
+    assert [r.id for r in load_rule_text(example, "docs/rules.md")] == ["cuda-graph.capture-aborted"]
