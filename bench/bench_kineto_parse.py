@@ -120,13 +120,21 @@ def main(argv: list[str] | None = None) -> int:
     _print("tracedoc parse_artifact -> Parquet", ours, size)
     _print("HolisticTraceAnalysis load", hta, size)
     if "error" in ours or "error" in hta:
+        print("SUMMARY: Kineto parse benchmark FAILED (see above)")
         return 1
     speedup = hta["seconds"] / ours["seconds"]
     rss_ratio = ours["peak_rss"] / size
+    met = speedup >= TARGET_SPEEDUP and rss_ratio <= TARGET_RSS_OVER_SIZE
     print(f"speed-up vs HTA: {speedup:.1f}x (target >= {TARGET_SPEEDUP:.0f}x)")
     print(f"peak RSS: ours {rss_ratio:.2f}x the JSON size (target <= {TARGET_RSS_OVER_SIZE:.0f}x), "
           f"HTA {hta['peak_rss'] / size:.2f}x; HTA/ours {hta['peak_rss'] / ours['peak_rss']:.1f}x")
-    return 0 if speedup >= TARGET_SPEEDUP and rss_ratio <= TARGET_RSS_OVER_SIZE else 1
+    mib = 1024**2
+    print(f"SUMMARY: Kineto JSON {size / mib:,.1f} MiB: tracedoc {ours['seconds']:.2f} s, "
+          f"{ours['peak_rss'] / mib:,.0f} MiB peak RSS ({rss_ratio:.2f}x the JSON) vs HTA "
+          f"{hta['seconds']:.2f} s, {hta['peak_rss'] / mib:,.0f} MiB: {speedup:.1f}x faster, "
+          f"{hta['peak_rss'] / ours['peak_rss']:.1f}x less memory; targets "
+          f"(>= {TARGET_SPEEDUP:.0f}x, <= {TARGET_RSS_OVER_SIZE:.0f}x the JSON) {'met' if met else 'NOT met'}")
+    return 0 if met else 1
 
 
 def _print(label: str, result: dict, size: int) -> None:

@@ -37,17 +37,25 @@ class TestResult:
         return f"{'PASS' if self.passed else 'FAIL'} {self.rule_id}{where}: {self.reason}"
 
 
+# `fixtures/<path>` names the project's own captures (tests/fixtures), e.g. the multi-GPU
+# incidents the shared corpus does not have; every other scenario is relative to the corpus.
+FIXTURE_PREFIX = "fixtures/"
+PROJECT_FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures"
+
+
 def run_rule_tests(rules, corpus_root, diagnose_scenario: Callable[[Path], pd.DataFrame]) -> list[TestResult]:
     root = Path(corpus_root).resolve()
     contexts: dict[str, TraceContext | str] = {}
 
     def context(scenario: str) -> TraceContext | str:
         if scenario not in contexts:
-            path = (root / scenario).resolve()
-            if not path.is_relative_to(root):
-                contexts[scenario] = "scenario path leaves the corpus root"
+            base, rel = ((PROJECT_FIXTURES, scenario[len(FIXTURE_PREFIX):]) if scenario.startswith(FIXTURE_PREFIX)
+                         else (root, scenario))
+            path = (base / rel).resolve()
+            if not path.is_relative_to(base):
+                contexts[scenario] = "scenario path leaves its root"
             elif not path.exists():
-                contexts[scenario] = f"scenario not found under {root}"
+                contexts[scenario] = f"scenario not found under {base}"
             else:
                 try:
                     contexts[scenario] = TraceContext(diagnose_scenario(path))

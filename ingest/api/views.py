@@ -50,14 +50,14 @@ class TraceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Crea
                             status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE)
         upload = TraceUploadSerializer(data=request.data)
         upload.is_valid(raise_exception=True)
-        data = upload.validated_data
+        data, wait = upload.validated_data, self._wait_seconds(request)
         try:
             team = team_for_upload(request.user, data.get("team"))
             trace = create_trace(team, request.user, data["files"], name=data.get("name", ""),
                                  labels=parse_labels(data.get("labels")))
         except ValidationError as e:
             raise serializers.ValidationError({"detail": e.messages}) from None
-        trace = self._wait(trace, self._wait_seconds(request))
+        trace = self._wait(trace, wait)
         return Response(TraceWithReportSerializer(trace, context={"request": request}).data,
                         status=status.HTTP_201_CREATED)
 

@@ -1,26 +1,32 @@
-"""Typed, chunked decoding of a Kineto (PyTorch profiler) JSON trace with msgspec.
+"""Streaming, typed decoding of a Kineto (PyTorch profiler) JSON trace with msgspec.
 
-The document is read once; `traceEvents` is split into raw per-event slices (no copy,
-no dicts), and the slices are decoded chunk by chunk into small typed Structs, so only
-one chunk of Python objects is alive at a time. Typed `args` are decoded only for the
-events whose args feed columns (GPU activity, runtime calls, memory events). A chunk that
-does not fit the types (a broken event) is decoded event by event, and only the broken
-events are skipped.
+The content is read in fixed windows and never held whole. Each window of `traceEvents`
+is cut after the last `}` followed by `,{` and decoded as one array of small typed
+Structs. A cut is only a candidate (the bytes may sit inside a string or a nested
+object); the decoder validates it: JSON parsing is deterministic from a true event start,
+so if `[` + bytes up to the cut + `]` decodes, the cut is a true event boundary, and if it
+says "trailing characters", the `traceEvents` array itself ended there. Typed `args` are
+decoded only for the events whose args feed columns; the rest stay raw (views into the
+window). A window that does not fit the types (a broken event) is decoded event by event,
+and only the broken events are skipped.
 """
 from __future__ import annotations
 
 import gzip
+import re
 import zlib
+from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import BinaryIO, Iterator
 
 import msgspec
 
-from ingest.events import ParseError
-from ingest.io import MAX_DECOMPRESSED, is_gzip, open_bytes
+from ingest.events import INT64_MAX, INT64_MIN, ParseError
+from ingest.io import is_gzip, open_bytes
 
-CHUNK_EVENTS = 65_536
+WINDOW_BYTES = 8 << 20    # content read per step: bounds the memory of one chunk
+TAIL_BYTES = 64 << 10     # end of content read ahead for the keys after traceEvents
 
 Number = int | float | str | None  # untrusted files put odd types in numeric fields
 
@@ -57,58 +63,12 @@ _ONE_ARGS = msgspec.json.Decoder(Args | None)
 _TOP = msgspec.json.Decoder(dict[str, msgspec.Raw])
 _RAW_LIST = msgspec.json.Decoder(list[msgspec.Raw])
 
-
-def read_content(path: Path) -> bytes:
-    """Whole (gunzipped) content; a damaged or truncated gzip names the byte reached."""
-    if not is_gzip(path):
-        if path.stat().st_size > MAX_DECOMPRESSED:
-            raise ParseError(str(path), f"byte {MAX_DECOMPRESSED:,}", "a trace under the size limit")
-        return path.read_bytes()  # one allocation of the known size
-    with open_bytes(path) as f:
-        chunks, done = [], 0
-        try:
-            while block := f.read(16 << 20):
-                chunks.append(block)
-                done += len(block)
-        except (EOFError, gzip.BadGzipFile, zlib.error, OSError) as e:
-            what = "truncated gzip stream" if isinstance(e, EOFError) else f"damaged gzip stream ({e})"
-            raise ParseError(str(path), f"decompressed byte {done:,} (file size {path.stat().st_size:,})",
-                             f"a complete gzip stream: {what}") from None
-    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
-
-
-def _json_error(path: Path, data: bytes, e: Exception, what: str) -> ParseError:
-    msg = str(e)
-    where = f"byte {len(data):,} (end of data)" if "truncated" in msg else "JSON"
-    return ParseError(str(path), where, f"{what}; the decoder said: {msg}")
-
-
-@dataclass
-class Document:
-    meta: dict[str, msgspec.Raw]
-    events: list[msgspec.Raw]
-
-
-def split_document(path: Path, data: bytes) -> Document:
-    """Top-level keys as raw values, traceEvents as one raw slice per event."""
-    try:
-        top = _TOP.decode(data)
-    except msgspec.ValidationError as e:
-        raise ParseError(str(path), "byte 0", f"a JSON object with traceEvents ({e})") from None
-    except msgspec.DecodeError as e:
-        raise _json_error(path, data, e, "complete JSON (a Kineto trace object)") from None
-    raw_events = top.pop("traceEvents", None)
-    if raw_events is None:
-        raise ParseError(str(path), "top-level object", "a 'traceEvents' array (Kineto trace)")
-    try:
-        events = _RAW_LIST.decode(raw_events)
-    except msgspec.ValidationError as e:
-        raise ParseError(str(path), "traceEvents", f"an array of events ({e})") from None
-    return Document(top, events)
-
-
-def _join(raws: list[msgspec.Raw]) -> bytes:
-    return b"[" + b",".join(raws) + b"]"
+_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
+_BOUNDARY = re.compile(rb"\}\s*,\s*\{")       # candidate cut: end of one event, start of the next
+_ERROR_BYTE = re.compile(r"\(byte (\d+)\)")
+_CLOSE_TOP = b"]}"                             # closes a header cut just after `"traceEvents": [`
+_OPEN_TOP = b'{"traceEvents":['                # opens a text that starts at the `]` ending the array
+CUT_TRIES = 4                                  # candidate cuts tried per window before reading more
 
 
 @dataclass
@@ -116,7 +76,7 @@ class Chunk:
     start: int                 # index of the first event in traceEvents
     events: list[Event]
     index: list[int] | None    # traceEvents index per event when some were skipped
-    long_digits: bool          # some number of 19+ digits: may not fit int64
+    big_ints: bool             # some integer literal may not fit int64
 
 
 # digits -> "0", everything else -> " ": a run of 19 zeros is a 19-digit number
@@ -124,38 +84,235 @@ _DIGIT_MAP = bytes(0x30 if 0x30 <= b <= 0x39 else 0x20 for b in range(256))
 _LONG_RUN = b"0" * 19
 
 
-def has_long_digits(data: bytes) -> bool:
-    return data.translate(_DIGIT_MAP).find(_LONG_RUN) >= 0
+def has_big_int(data: bytes) -> bool:
+    """Whether an integer literal outside int64 may occur (digit runs of floats don't count)."""
+    digits = data.translate(_DIGIT_MAP)
+    i = digits.find(_LONG_RUN)
+    while i >= 0:
+        end = digits.find(b" ", i)
+        end = len(data) if end < 0 else end
+        before, after = data[i - 1:i], data[end:end + 1]
+        if before != b"." and after not in (b".", b"e", b"E"):
+            value = int(data[i:end]) * (-1 if before == b"-" else 1)
+            if not INT64_MIN <= value <= INT64_MAX:
+                return True
+        i = digits.find(_LONG_RUN, end)
+    return False
 
 
-def iter_chunks(doc: Document, broken: list[tuple[int, str]]) -> Iterator[Chunk]:
-    """Typed chunks; events that fail to decode are appended to `broken` (index, reason)."""
-    raws_all = doc.events
-    for start in range(0, len(raws_all), CHUNK_EVENTS):
-        raws = raws_all[start:start + CHUNK_EVENTS]
-        blob = _join(raws)
+class _Content:
+    """The (gunzipped) content, read forward; gzip damage names the byte reached."""
+
+    def __init__(self, path: Path, stream: BinaryIO):
+        self.path, self.stream, self.done = path, stream, 0
+
+    def read(self, n: int = -1) -> bytes:
         try:
-            yield Chunk(start, _EVENTS.decode(blob), None, has_long_digits(blob))
-            continue
-        except msgspec.DecodeError:
-            pass
-        del blob
-        events, index, kept = [], [], []
+            block = self.stream.read(n)
+        except (EOFError, gzip.BadGzipFile, zlib.error, OSError) as e:
+            what = "truncated gzip stream" if isinstance(e, EOFError) else f"damaged gzip stream ({e})"
+            raise ParseError(str(self.path), f"decompressed byte {self.done:,} (file size "
+                             f"{self.path.stat().st_size:,})", f"a complete gzip stream: {what}") from None
+        self.done += len(block)
+        return block
+
+
+def _error_byte(e: msgspec.DecodeError) -> int | None:
+    m = _ERROR_BYTE.search(str(e))
+    return int(m.group(1)) if m else None
+
+
+class TraceReader:
+    """One pass over a Kineto trace: `chunks()` yields typed events; afterwards `header`
+    and `trailer` hold the top-level keys before and after `traceEvents` (raw values),
+    `broken` the (index, reason) of events that could not be decoded, `count` all events."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.header: dict[str, msgspec.Raw] = {}
+        self.trailer: dict[str, msgspec.Raw] = {}
+        self.broken: list[tuple[int, str]] = []
+        self.count = 0
+
+    def _error(self, where: str, what: str) -> ParseError:
+        return ParseError(str(self.path), where, what)
+
+    def chunks(self) -> Iterator[Chunk]:
+        with open_bytes(self.path) as stream:
+            content = _Content(self.path, stream)
+            buf, pos = self._read_header(content)   # buf starts at the first event; pos: its byte
+            eof, need_more = False, not buf
+            while True:
+                if need_more and not eof:
+                    block = content.read(WINDOW_BYTES)
+                    eof = not block
+                    buf = buf + block if buf else block
+                found = self._cut(buf, pos, eof, content)
+                need_more = True
+                if found is None:
+                    continue  # no valid cut yet: read more
+                chunk, used = found
+                del found
+                if chunk.events or chunk.index is not None:
+                    yield chunk
+                del chunk  # not kept alive while the next window decodes
+                if used is None:
+                    return  # the array ended; trailer read
+                rest = buf[used:].lstrip()
+                if rest[:1] != b",":
+                    raise self._error(f"byte {pos + used:,}", "',' between events in traceEvents")
+                pos += len(buf) - len(rest) + 1
+                buf = rest[1:]
+                need_more = len(buf) < WINDOW_BYTES
+
+    def _read_header(self, content: _Content) -> tuple[bytes, int]:
+        """Top-level keys before traceEvents; returns the bytes after its `[` and their offset."""
+        data = b""
+        searched = 0
+        while True:
+            block = content.read(WINDOW_BYTES)
+            data += block
+            for m in _EVENTS_KEY.finditer(data, max(0, searched - 64)):
+                try:
+                    top = _TOP.decode(data[:m.end()] + _CLOSE_TOP)
+                except msgspec.DecodeError:
+                    continue  # the text sits inside a string or nested value
+                top.pop("traceEvents")
+                self.header = top
+                return data[m.end():], m.end()
+            searched = len(data)
+            if not block:
+                raise self._whole_document_error(data)
+
+    def _whole_document_error(self, data: bytes) -> ParseError:
+        """Why a document without a `"traceEvents": [` at its top level is unusable."""
+        try:
+            top = _TOP.decode(data)
+        except msgspec.ValidationError as e:
+            return self._error("byte 0", f"a JSON object with traceEvents ({e})")
+        except msgspec.DecodeError as e:
+            return self._json_error(e, len(data), 0, "complete JSON (a Kineto trace object)")
+        if "traceEvents" in top:
+            return self._error("traceEvents", "an array of events")
+        return self._error("top-level object", "a 'traceEvents' array (Kineto trace)")
+
+    def _json_error(self, e: msgspec.DecodeError, end: int, offset: int, what: str) -> ParseError:
+        """`offset`: the absolute byte of the decoded text's first byte."""
+        if "truncated" in str(e):
+            return self._error(f"byte {end:,} (end of data)", f"{what}; the decoder said: {e}")
+        at = _error_byte(e)
+        where = f"byte {offset + at:,}" if at is not None else "JSON"
+        return self._error(where, f"{what}; the decoder said: {e}")
+
+    def _cut(self, buf: bytes, pos: int, eof: bool, content: _Content):
+        """(chunk, bytes of buf used) at the last valid cut; used None when the array ended
+        (trailer read); None when no cut is valid yet and more content is needed."""
+        cuts = [m.start() + 1 for m in _BOUNDARY.finditer(buf, max(0, len(buf) - (1 << 20)))]
+        if not cuts and not eof:
+            cuts = [m.start() + 1 for m in _BOUNDARY.finditer(buf)]
+        tries = deque(reversed(cuts[-CUT_TRIES:]))
+        if eof:
+            tries.append(len(buf))  # the last events, the end of the array and the trailer
+        for cut in tries:
+            whole = cut == len(buf)  # at the end of content: no `]` added, the array's own must follow
+            blob = b"[" + buf[:cut] + (b"" if whole else b"]")
+            try:
+                chunk = self._decode(blob, None)
+            except msgspec.DecodeError:
+                pass
+            else:
+                if whole:
+                    raise self._error(f"byte {content.done:,} (end of data)",
+                                      "complete JSON (the trace object is not closed)")
+                return chunk, cut
+            try:
+                raws = _RAW_LIST.decode(blob)
+            except msgspec.DecodeError as e:
+                at = _error_byte(e)
+                if "trailing characters" in str(e):  # the array ended; `at` is one past that character
+                    end = at - 1
+                    return self._decode(blob[:end], None), self._read_trailer(buf, end - 1, pos, content)
+                if at is not None and at <= cut:  # up to the cut the parse is the file's own
+                    raise self._json_error(e, content.done, pos - 1, "valid JSON in traceEvents") from None
+                if whole:
+                    raise self._json_error(e, content.done, pos - 1,
+                                           "complete JSON (the traceEvents array is not closed)") from None
+                continue  # the cut sat inside a string or nested value
+            if whole:
+                raise self._error(f"byte {content.done:,} (end of data)",
+                                  "complete JSON (the trace object is not closed)")
+            return self._decode(blob, raws), cut
+        if eof:
+            raise self._error(f"byte {content.done:,} (end of data)",
+                              "complete JSON (the traceEvents array is not closed)")
+        return None
+
+    def _decode(self, blob: bytes, raws: list[msgspec.Raw] | None) -> Chunk:
+        """Typed events of `[...]`; with `raws` (the same array, split) event by event."""
+        start = self.count
+        if raws is None:
+            try:
+                events = _EVENTS.decode(blob)
+                self.count += len(events)
+                return Chunk(start, events, None, has_big_int(blob))
+            except msgspec.ValidationError:
+                raws = _RAW_LIST.decode(blob)
+        events, index, big = [], [], False
         for i, raw in enumerate(raws, start):
             try:
                 events.append(_ONE_EVENT.decode(raw))
             except msgspec.DecodeError as e:
-                broken.append((i, str(e)))
+                self.broken.append((i, str(e)))
                 continue
             index.append(i)
-            kept.append(raw)
-        yield Chunk(start, events, index, any(has_long_digits(bytes(r)) for r in kept))
+            big = big or has_big_int(bytes(raw))
+        self.count += len(raws)
+        return Chunk(start, events, index, big)
+
+    def _read_trailer(self, buf: bytes, end: int, pos: int, content: _Content) -> None:
+        """The top-level keys after the array, which ended just before buf[end]."""
+        text = _OPEN_TOP + b"]" + buf[end:] + content.read()
+        try:
+            top = _TOP.decode(text)
+        except msgspec.DecodeError as e:
+            raise self._json_error(e, content.done, pos + end - len(_OPEN_TOP) - 1,
+                                   "complete JSON after traceEvents (the end of the trace object)") from None
+        top.pop("traceEvents")
+        self.trailer = top
+
+
+def peek_trailer(path: Path) -> dict[str, msgspec.Raw]:
+    """The keys after traceEvents, read ahead from the end of the content: some libkineto
+    versions write baseTimeNanoseconds (and distributedInfo) there, and the columns need
+    them from the first event on. {} when none are found."""
+    tail = _last_bytes(path, TAIL_BYTES)
+    for m in re.finditer(rb"\]", tail):  # the first `]` whose rest closes the document
+        try:
+            top = _TOP.decode(_OPEN_TOP + tail[m.start():])
+        except msgspec.DecodeError:
+            continue
+        top.pop("traceEvents")
+        return top
+    return {}
+
+
+def _last_bytes(path: Path, n: int) -> bytes:
+    if not is_gzip(path):
+        with open(path, "rb") as f:
+            f.seek(max(0, path.stat().st_size - n))
+            return f.read()
+    with open_bytes(path) as stream:  # gzip: no way to the end but through it
+        content = _Content(path, stream)
+        tail = b""
+        while block := content.read(WINDOW_BYTES):
+            tail = (tail + block)[-n:]
+    return tail
 
 
 def decode_args(raws: list[bytes]) -> list[Args | None]:
     """The typed args of some events (one decoder call); odd-typed args come back None."""
     try:
-        return _ARGS.decode(_join(raws))
+        return _ARGS.decode(b"[" + b",".join(raws) + b"]")
     except msgspec.DecodeError:
         out = []
         for raw in raws:

@@ -7,27 +7,26 @@ wall-clock time is `baseTimeNanoseconds + ts * 1000`. Traces from before that fi
 (PyTorch < 2.1) carry absolute Unix microseconds in `ts`. Anything else (hand-made or
 synthetic traces) is a relative clock, said so in report.meta["clock"].
 
-One pass over the raw event slices builds the table columns chunk by chunk and streams
-them into the sink. GPU-side rows wait (as compact Arrow columns) until the end, when
-every runtime call has been seen: a kernel often comes before its launch in the file, and
-its host pid/tid come from that launch through the correlation id.
+One streaming pass (see _kineto_decode) builds the table columns window by window and
+hands them to the sink; the document is never held whole. A GPU-side row takes its host
+pid/tid from its launching runtime call through the correlation id: a compact map of the
+launches seen so far fills it at once, and only the rows whose launch comes later in the
+file (a kernel often comes before its launch) wait, as Arrow columns, until the end.
 """
 from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import msgspec
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ingest.events import INT64_MAX, INT64_MIN, EventSink, ParseReport, dumps_attrs
 from ingest.parsers._kineto_decode import (
-    Args, Chunk, Document, Event, decode_args, has_long_digits, iter_chunks, read_content,
-    split_document,
+    Args, Chunk, Event, TraceReader, decode_args, has_big_int, peek_trailer,
 )
 from ingest.parsers._kineto_kinds import (
     CATEGORY_KIND, DEVICE_KINDS, FLOW_PHASES, NCCL_KERNEL_PREFIXES,
@@ -54,6 +53,30 @@ def sniff(head: bytes, name: str) -> bool:
     return start == b"{" and b'"traceEvents"' in head and any(k in head for k in _KINETO_KEYS)
 
 
+class _LaunchMap:
+    """Correlation id -> pid/tid of the runtime/driver call with that id (the first one
+    in the file wins), as sorted numpy arrays: no Python object per launch."""
+
+    def __init__(self):
+        self.corr = self.pid = self.tid = np.empty(0, np.int64)
+
+    def add(self, corr: np.ndarray, pid: np.ndarray, tid: np.ndarray) -> None:
+        corr, first = np.unique(corr, return_index=True)
+        new = ~self.find(corr)[1]
+        merged = np.concatenate([self.corr, corr[new]])
+        order = np.argsort(merged, kind="stable")  # two sorted runs: a linear merge
+        self.corr = merged[order]
+        self.pid = np.concatenate([self.pid, pid[first][new]])[order]
+        self.tid = np.concatenate([self.tid, tid[first][new]])[order]
+
+    def find(self, corr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(position in the map, found) per correlation id."""
+        if not len(self.corr):
+            return np.zeros(len(corr), np.int64), np.zeros(len(corr), bool)
+        pos = np.minimum(np.searchsorted(self.corr, corr), len(self.corr) - 1)
+        return pos, (self.corr[pos] == corr) & (corr >= 0)
+
+
 class _Context:
     """What every chunk needs: clock, rank, the launch map, counters for the report."""
 
@@ -61,8 +84,8 @@ class _Context:
         self.report, self.meta = report, meta
         self.rank, self.host = meta.get("rank"), str(meta.get("host_name") or "")
         self.offset_ns: int | None = None  # decided by the first timed events
-        self.launches: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # corr, pid, tid
-        self.device_rows: list[dict] = []   # GPU-side columns waiting for the launch map
+        self.launches = _LaunchMap()
+        self.waiting: list[dict] = []   # GPU-side columns whose launch was not seen yet
         self.flows: Counter = Counter()
         self.metadata_events = 0
         self.clamped = 0
@@ -70,17 +93,29 @@ class _Context:
         self.open_ranges: dict[tuple, list[tuple[Event, int]]] = {}
 
 
-def parse(path: Path, sink: EventSink, report: ParseReport) -> None:
-    path = Path(path)
-    data = read_content(path)
-    doc = split_document(path, data)
-    ctx = _Context(report, _read_meta(doc, report))
-    broken: list[tuple[int, str]] = []
-    for chunk in iter_chunks(doc, broken):
-        _emit_chunk(chunk, ctx, sink)
-    _close_open_ranges(ctx, sink)
-    _emit_device_rows(ctx, sink)
+# top-level keys whose value changes the columns (clock, collective rank, host)
+_COLUMN_META = ("base_time_ns", "rank", "host_name")
 
+
+def parse(path: Path, sink: EventSink, report: ParseReport) -> None:
+    reader = TraceReader(Path(path))
+    chunks = reader.chunks()
+    chunk = next(chunks, None)  # reads the header
+    ahead = peek_trailer(reader.path)
+    ctx = _Context(report, _read_meta(reader.header | ahead, report))
+    while chunk is not None:
+        _emit_chunk(chunk, ctx, sink)
+        del chunk  # not kept alive while the next window decodes
+        chunk = next(chunks, None)
+    _close_open_ranges(ctx, sink)
+    _emit_waiting_rows(ctx, sink)
+    if reader.trailer != ahead:  # the read-ahead missed (trailer over TAIL_BYTES): report the real one
+        final = _read_meta(reader.header | reader.trailer, report)
+        if any(final.get(k) != ctx.meta.get(k) for k in _COLUMN_META):
+            report.warn("keys after traceEvents could not be read ahead: clock, rank or host "
+                        "of the rows may be off")
+
+    broken = reader.broken
     for i, why in broken[:20]:
         report.warn(f"traceEvents[{i}]: skipped, not a valid event ({why})")
     if broken:
@@ -94,7 +129,7 @@ def parse(path: Path, sink: EventSink, report: ParseReport) -> None:
     report.meta["flows"] = dict(ctx.flows)
     report.meta["flow_events"] = sum(ctx.flows.values())
     report.meta["metadata_events"] = ctx.metadata_events
-    report.meta["trace_events"] = len(doc.events)
+    report.meta["trace_events"] = reader.count
 
 
 # ---------------------------------------------------------------- metadata and clock
@@ -109,10 +144,11 @@ _META_NAMES = {
 }
 
 
-def _read_meta(doc: Document, report: ParseReport) -> dict[str, Any]:
+def _read_meta(top: dict[str, msgspec.Raw], report: ParseReport) -> dict[str, Any]:
+    """Top-level keys (raw JSON values) -> report.meta; returns the known ones."""
     meta: dict[str, Any] = {}
     other: dict[str, Any] = {}
-    for key, raw in doc.meta.items():
+    for key, raw in top.items():
         if len(raw) > MAX_META_VALUE and key not in _META_NAMES:
             other[key] = f"<{len(raw):,} bytes not kept>"
             continue
@@ -170,17 +206,20 @@ def _int_or_clamp(v: Any) -> int:
 
 def _ints(values: list) -> tuple[np.ndarray, int]:
     """int64 column; None/str/odd -> -1; out-of-range ints -> -1 and counted."""
-    arr = np.array(values)
-    if arr.dtype == np.int64 and arr.ndim == 1:  # all plain ints in range: one C loop
-        return arr, 0
-    arr = np.fromiter(
-        (v if type(v) is int and INT64_MIN <= v <= INT64_MAX else _int_or_clamp(v) for v in values),
-        dtype=np.int64, count=len(values))
-    clamped = arr == -2
+    try:
+        arr = pa.array(values)
+    except (pa.ArrowException, OverflowError):
+        arr = None
+    if arr is not None and arr.type in (pa.int64(), pa.null()):  # ints and None: one C loop
+        return arr.cast(pa.int64()).fill_null(-1).to_numpy(zero_copy_only=False, writable=True), 0
+    out = np.fromiter(
+        (-1 if v is None else v if type(v) is int and INT64_MIN <= v <= INT64_MAX
+         else _int_or_clamp(v) for v in values), dtype=np.int64, count=len(values))
+    clamped = out == -2
     n = int(clamped.sum())
     if n:
-        arr[clamped] = -1
-    return arr, n
+        out[clamped] = -1
+    return out, n
 
 
 def _ns(ts_us: np.ndarray, offset_ns: int) -> np.ndarray:
@@ -190,11 +229,30 @@ def _ns(ts_us: np.ndarray, offset_ns: int) -> np.ndarray:
     return whole.astype(np.int64) * 1000 + frac_ns + offset_ns
 
 
-def _attrs_array(raws: list[bytes]) -> pa.Array:
-    return pa.array(raws, type=pa.binary()).cast(pa.string())
+class _Strings:
+    """A string column as dictionary codes: each test runs once per distinct value."""
+
+    def __init__(self, values: list[str]):
+        self.array = pa.array(values, pa.string()).dictionary_encode()
+        self.values: list[str] = self.array.dictionary.to_pylist()
+        self.codes = self.array.indices.to_numpy()
+
+    def where(self, test: Callable[[str], bool]) -> np.ndarray:
+        hit = np.fromiter((test(v) for v in self.values), dtype=bool, count=len(self.values))
+        return hit[self.codes]
+
+    def isin(self, wanted) -> np.ndarray:
+        return self.where(lambda v: v in wanted)
+
+    def map(self, table: dict[str, str], default: str) -> np.ndarray:
+        return np.array([table.get(v, default) for v in self.values], dtype=object)[self.codes]
+
+    def counts(self, mask: np.ndarray) -> dict[str, int]:
+        n = np.bincount(self.codes[mask], minlength=len(self.values))
+        return {self.values[i]: int(n[i]) for i in np.flatnonzero(n)}
 
 
-# ---------------------------------------------------------------- pass 2
+# ---------------------------------------------------------------- per chunk
 
 def _emit_chunk(chunk: Chunk, ctx: _Context, sink: EventSink) -> None:
     evs = chunk.events
@@ -202,20 +260,19 @@ def _emit_chunk(chunk: Chunk, ctx: _Context, sink: EventSink) -> None:
     if not n:
         return
     index = np.arange(chunk.start, chunk.start + n) if chunk.index is None else np.asarray(chunk.index)
-    ph = pd.Series([e.ph for e in evs], dtype=object)
-    cat = pd.Series([e.cat or "" for e in evs], dtype=object)
+    ph = _Strings([e.ph for e in evs])
     if ctx.offset_ns is None:
         ts = np.array([e.ts for e in evs], dtype=float)
         if np.isfinite(ts).any():
             ctx.offset_ns = _clock(ctx.meta, float(np.nanmin(ts)), ctx.report)
 
-    is_flow = ph.isin(FLOW_PHASES).to_numpy()
+    is_flow = ph.isin(FLOW_PHASES)
     if is_flow.any():
-        ctx.flows.update(cat[is_flow].value_counts().to_dict())
-    is_meta = (ph == "M").to_numpy()
+        ctx.flows.update(evs[i].cat or "" for i in np.flatnonzero(is_flow))
+    is_meta = ph.isin(("M",))
     ctx.metadata_events += int(is_meta.sum())
-    is_counter = (ph == "C").to_numpy()
-    is_range = ph.isin(("B", "E")).to_numpy()
+    is_counter = ph.isin(("C",))
+    is_range = ph.isin(("B", "E"))
     for i in np.flatnonzero(is_counter):
         _emit_counter(evs[i], int(index[i]), ctx, sink)
     pending = [_match_range(evs[i], int(index[i]), ctx) for i in np.flatnonzero(is_range)]
@@ -223,17 +280,17 @@ def _emit_chunk(chunk: Chunk, ctx: _Context, sink: EventSink) -> None:
 
     rows = np.flatnonzero(~(is_flow | is_meta | is_counter | is_range))
     if len(rows):
-        _emit_rows([evs[i] for i in rows], index[rows], ctx, sink, chunk.long_digits)
+        _emit_rows([evs[i] for i in rows], index[rows], ctx, sink, chunk.big_ints)
     if pending:
         _emit_rows([p[0] for p in pending], np.array([p[1] for p in pending]), ctx, sink,
-                   chunk.long_digits)
+                   chunk.big_ints)
 
 
-def _typed_args(evs: list[Event], cats: pd.Series, names: pd.Series) -> list[Args]:
+def _typed_args(evs: list[Event], kind: np.ndarray, cats: _Strings, names: _Strings) -> list[Args]:
     """Typed args for the events whose args feed columns; an empty Args for the rest."""
     none = Args()
-    needed = cats.map(CATEGORY_KIND).isin(DEVICE_KINDS + ("runtime", "driver")).to_numpy() | \
-        (cats == "gpu_user_annotation").to_numpy() | names.isin((MEMORY_EVENT, OOM_EVENT)).to_numpy()
+    needed = np.isin(kind, DEVICE_KINDS + ("runtime", "driver")) | \
+        cats.isin(("gpu_user_annotation",)) | names.isin((MEMORY_EVENT, OOM_EVENT))
     out = [none] * len(evs)
     picked = np.flatnonzero(needed)
     if len(picked):
@@ -245,7 +302,7 @@ def _typed_args(evs: list[Event], cats: pd.Series, names: pd.Series) -> list[Arg
 
 
 def _emit_rows(evs: list[Event], index: np.ndarray, ctx: _Context, sink: EventSink,
-               long_digits: bool) -> None:
+               big_ints: bool) -> None:
     report = ctx.report
     n = len(evs)
     ts_us = np.array([e.ts for e in evs], dtype=float)
@@ -260,19 +317,19 @@ def _emit_rows(evs: list[Event], index: np.ndarray, ctx: _Context, sink: EventSi
         if not n:
             return
 
-    names = pd.Series([e.name or "" for e in evs], dtype=object)
-    cats = pd.Series([e.cat or "" for e in evs], dtype=object)
-    phs = pd.Series([e.ph for e in evs], dtype=object)
+    names = _Strings([e.name or "" for e in evs])
+    cats = _Strings([e.cat or "" for e in evs])
+    phs = _Strings([e.ph for e in evs])
     dur_us = np.nan_to_num(np.array([e.dur for e in evs], dtype=float), nan=0.0)
-    a = _typed_args(evs, cats, names)
 
-    kind = cats.map(CATEGORY_KIND)
-    known = kind.notna().to_numpy()
-    kind = kind.fillna("marker").to_numpy(dtype=object)
+    kind = cats.map(CATEGORY_KIND, "")
+    known = kind != ""
+    kind[~known] = "marker"
+    a = _typed_args(evs, kind, cats, names)
 
-    instant = phs.isin(("i", "I")).to_numpy()
-    is_oom = (names == OOM_EVENT).to_numpy() & instant
-    is_memory = ((names == MEMORY_EVENT).to_numpy() & instant) | is_oom
+    instant = phs.isin(("i", "I"))
+    is_oom = names.isin((OOM_EVENT,)) & instant
+    is_memory = (names.isin((MEMORY_EVENT,)) & instant) | is_oom
     mem_bytes = np.full(n, np.nan)
     for i in np.flatnonzero(is_memory):
         if isinstance(a[i].mem_bytes, (int, float)):
@@ -281,19 +338,19 @@ def _emit_rows(evs: list[Event], index: np.ndarray, ctx: _Context, sink: EventSi
     kind[is_memory & (mem_bytes < 0)] = "free"
     kind[is_oom] = "oom"
 
-    kineto_marker = names.str.startswith(KINETO_MARKER_NAMES).to_numpy()
+    kineto_marker = names.where(lambda v: v.startswith(KINETO_MARKER_NAMES))
     unknown = ~known & ~is_memory & ~kineto_marker
     if unknown.any():
-        for c, cnt in cats[unknown].value_counts().items():
-            report.skipped[f"category {c or '(none)'}"] += int(cnt)
-    other_phase = ~phs.isin(("X", "i", "I")).to_numpy() & ~is_memory
+        for c, cnt in cats.counts(unknown).items():
+            report.skipped[f"category {c or '(none)'}"] += cnt
+    other_phase = ~phs.isin(("X", "i", "I")) & ~is_memory
     if other_phase.any():
-        for p, cnt in phs[other_phase].value_counts().items():
-            report.skipped[f"phase {p}"] += int(cnt)
+        for p, cnt in phs.counts(other_phase).items():
+            report.skipped[f"phase {p}"] += cnt
         kind[other_phase] = "marker"
 
-    nccl_kernel = (kind == "kernel") & names.str.startswith(NCCL_KERNEL_PREFIXES).to_numpy()
-    param_comms = (kind == "cpu_op") & (names == PARAM_COMMS_OP).to_numpy()
+    nccl_kernel = (kind == "kernel") & names.where(lambda v: v.startswith(NCCL_KERNEL_PREFIXES))
+    param_comms = (kind == "cpu_op") & names.isin((PARAM_COMMS_OP,))
     is_collective = nccl_kernel | param_comms
     kind[is_collective] = "collective"
 
@@ -306,8 +363,8 @@ def _emit_rows(evs: list[Event], index: np.ndarray, ctx: _Context, sink: EventSi
 
     host_call = np.isin(kind, ("runtime", "driver")) & (corr >= 0)
     if host_call.any():
-        ctx.launches.append((corr[host_call], pid[host_call], tid[host_call]))
-    device_side = np.isin(kind, DEVICE_KINDS) | nccl_kernel | (cats == "gpu_user_annotation").to_numpy()
+        ctx.launches.add(corr[host_call], pid[host_call], tid[host_call])
+    device_side = np.isin(kind, DEVICE_KINDS) | nccl_kernel | cats.isin(("gpu_user_annotation",))
     device = np.full(n, -1, np.int64)
     stream = np.full(n, -1, np.int64)
     device[device_side] = np.where(arg_device >= 0, arg_device, pid)[device_side]
@@ -317,8 +374,11 @@ def _emit_rows(evs: list[Event], index: np.ndarray, ctx: _Context, sink: EventSi
         mem_type, _ = _ints([x.mem_device_type for x in a])
         gpu_mem = is_memory & (mem_type != 0) & (mem_dev >= 0)
         device[gpu_mem] = mem_dev[gpu_mem]
-    pid[device_side] = -1  # a GPU row's pid/tid are its device/stream; the host's come later
-    tid[device_side] = -1
+    # a GPU row's pid/tid are its device/stream; the host's come from its launch
+    pos, launched = ctx.launches.find(corr)
+    launched &= device_side
+    pid[device_side], tid[device_side] = -1, -1
+    pid[launched], tid[launched] = ctx.launches.pid[pos[launched]], ctx.launches.tid[pos[launched]]
 
     value = np.full(n, np.nan)
     value[is_memory] = mem_bytes[is_memory]
@@ -326,59 +386,46 @@ def _emit_rows(evs: list[Event], index: np.ndarray, ctx: _Context, sink: EventSi
     columns = {
         "ts": _ns(ts_us, ctx.offset_ns or 0),
         "dur": np.rint(np.maximum(dur_us, 0) * 1000).astype(np.int64),
-        "kind": kind, "name": names.to_numpy(dtype=object),
+        "kind": kind, "name": names.array,
         "pid": pid, "tid": tid, "device": device.astype(np.int32), "stream": stream,
         "corr": corr, "value": value,
-        "attrs": _attrs(evs, kind, names, is_collective, long_digits, ctx),
+        "attrs": _attrs(evs, kind, names, is_collective, big_ints, ctx),
         "loc": pc.binary_join_element_wise("traceEvents[", pa.array(index).cast(pa.string()), "]", ""),
     }
     if ctx.host:
         columns["host"] = pa.array([ctx.host] * n, pa.string())
-    if device_side.any():
-        ctx.device_rows.append({k: _take(v, device_side) for k, v in columns.items()})
-    host_side = ~device_side
-    if host_side.any():
-        sink.emit_columns({k: _take(v, host_side) for k, v in columns.items()})
+    waiting = device_side & ~launched & (corr >= 0)
+    if waiting.any():
+        ctx.waiting.append({k: _take(v, waiting) for k, v in columns.items()})
+        columns = {k: _take(v, ~waiting) for k, v in columns.items()}
+    sink.emit_columns(columns)
 
 
 def _take(col, mask: np.ndarray):
     return col.filter(pa.array(mask)) if isinstance(col, pa.Array) else col[mask]
 
 
-def _emit_device_rows(ctx: _Context, sink: EventSink) -> None:
-    """GPU-side rows, with the host pid/tid of their launching call (by correlation id)."""
-    if ctx.launches:
-        corr = np.concatenate([c for c, _, _ in ctx.launches])
-        pid = np.concatenate([p for _, p, _ in ctx.launches])
-        tid = np.concatenate([t for _, _, t in ctx.launches])
-        keys, first = np.unique(corr, return_index=True)
-        pid, tid = pid[first], tid[first]
-    else:
-        keys = pid = tid = np.empty(0, np.int64)
-    for columns in ctx.device_rows:
-        rcorr = columns["corr"]
-        host_pid = np.full(len(rcorr), -1, np.int64)
-        host_tid = np.full(len(rcorr), -1, np.int64)
-        if len(keys):
-            pos = np.minimum(np.searchsorted(keys, rcorr), len(keys) - 1)
-            hit = (keys[pos] == rcorr) & (rcorr >= 0)
-            host_pid[hit], host_tid[hit] = pid[pos[hit]], tid[pos[hit]]
-        columns["pid"], columns["tid"] = host_pid, host_tid
+def _emit_waiting_rows(ctx: _Context, sink: EventSink) -> None:
+    """GPU-side rows whose launch came later in the file (or never: pid/tid stay -1)."""
+    for columns in ctx.waiting:
+        pos, launched = ctx.launches.find(columns["corr"])
+        columns["pid"][launched] = ctx.launches.pid[pos[launched]]
+        columns["tid"][launched] = ctx.launches.tid[pos[launched]]
         sink.emit_columns(columns)
-    ctx.device_rows.clear()
+    ctx.waiting.clear()
 
 
-def _attrs(evs: list[Event], kind: np.ndarray, names: pd.Series, is_collective: np.ndarray,
-           long_digits: bool, ctx: _Context) -> pa.Array:
+def _attrs(evs: list[Event], kind: np.ndarray, names: _Strings, is_collective: np.ndarray,
+           big_ints: bool, ctx: _Context) -> pa.Array:
     """The event's args untouched, plus derived keys for memcpy, steps and collectives."""
-    raws = [bytes(e.args) or b"{}" for e in evs]
-    is_step = names.str.startswith("ProfilerStep#").to_numpy()
+    raws = [bytes(e.args) for e in evs]  # (pyarrow keeps memoryviews it is given alive)
+    is_step = names.where(lambda v: v.startswith("ProfilerStep#"))
     enrich = is_collective | (kind == "memcpy") | is_step
-    if long_digits:
-        enrich |= np.fromiter((has_long_digits(r) for r in raws), dtype=bool, count=len(raws))
+    if big_ints:
+        enrich |= np.fromiter((has_big_int(r) for r in raws), dtype=bool, count=len(raws))
     for i in np.flatnonzero(enrich):
         args = load_args(raws[i])
-        name = names.iat[i]
+        name = names.values[names.codes[i]]
         if is_collective[i]:
             args.update(collective_attrs(name, args, ctx.rank))
         elif kind[i] == "memcpy":
@@ -388,7 +435,8 @@ def _attrs(evs: list[Event], kind: np.ndarray, names: pd.Series, is_collective: 
         args, big = stringify_big_ints(args)
         ctx.big_int_attrs += big
         raws[i] = dumps_attrs(args).encode()
-    return _attrs_array(raws)
+    attrs = pa.array(raws, pa.binary()).cast(pa.string())
+    return pc.if_else(pc.equal(pc.binary_length(attrs), 0), "{}", attrs)
 
 
 # ---------------------------------------------------------------- rare phases

@@ -126,31 +126,31 @@ def latency_jitter(ctx) -> pd.DataFrame:
          "row): value = calls; attrs: malloc, free, steps, steps_with_calls, spikes, spikes_with_calls.")
 def alloc_churn(ctx) -> pd.DataFrame:
     ev = ctx.events
-    calls = ev[(ev["kind"] == "runtime") & ev["name"].isin(ALLOC_CALLS)]
     steps = ctx.feature("decode_steps")
     steady = steps[~steps["cold"]] if not steps.empty else steps
-    if not steady.empty:
-        lo = int(steady["ts"].iloc[0])
-        hi = int(steady["ts"].iloc[-1] + steady["dur"].iloc[-1])
-        calls = calls[(calls["ts"] >= lo) & (calls["ts"] <= hi)]
+    if steady.empty:
+        # no steps, no steady state: allocations while a program fills memory are not churn
+        return ev.iloc[0:0]
+    lo = int(steady["ts"].iloc[0])
+    hi = int(steady["ts"].iloc[-1] + steady["dur"].iloc[-1])
+    calls = ev[(ev["kind"] == "runtime") & ev["name"].isin(ALLOC_CALLS) & (ev["ts"] >= lo) & (ev["ts"] <= hi)]
     if calls.empty:
         return calls.iloc[0:0]
     names = calls["name"].astype(str)
     frees = int(names.str.contains("Free").sum())
     info = {"malloc": int(len(calls) - frees), "free": frees}
-    if not steady.empty:
-        starts = steady["ts"].to_numpy()
-        ends = starts + steady["dur"].to_numpy()
-        idx = np.searchsorted(starts, calls["ts"].to_numpy(), side="right") - 1
-        valid = (idx >= 0) & (calls["ts"].to_numpy() <= ends[np.clip(idx, 0, None)])
-        with_calls = np.zeros(len(steady), dtype=bool)
-        with_calls[idx[valid]] = True
-        spikes = steady["spike"].to_numpy()
-        info.update(steps=int(len(steady)), steps_with_calls=int(with_calls.sum()),
-                    spikes=int(spikes.sum()), spikes_with_calls=int((spikes & with_calls).sum()))
-        jitter = ctx.feature("latency_jitter")
-        if not jitter.empty:
-            info["jitter_ratio"] = round(float(jitter["value"].iloc[0]), 2)
+    starts = steady["ts"].to_numpy()
+    ends = starts + steady["dur"].to_numpy()
+    idx = np.searchsorted(starts, calls["ts"].to_numpy(), side="right") - 1
+    valid = (idx >= 0) & (calls["ts"].to_numpy() <= ends[np.clip(idx, 0, None)])
+    with_calls = np.zeros(len(steady), dtype=bool)
+    with_calls[idx[valid]] = True
+    spikes = steady["spike"].to_numpy()
+    info.update(steps=int(len(steady)), steps_with_calls=int(with_calls.sum()),
+                spikes=int(spikes.sum()), spikes_with_calls=int((spikes & with_calls).sum()))
+    jitter = ctx.feature("latency_jitter")
+    if not jitter.empty:
+        info["jitter_ratio"] = round(float(jitter["value"].iloc[0]), 2)
     row = calls.iloc[[0]].copy()
     row["dur"] = int(calls["ts"].iloc[-1] - calls["ts"].iloc[0])
     row["name"] = "alloc_churn"

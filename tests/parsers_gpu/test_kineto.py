@@ -220,3 +220,60 @@ def test_truncated_gzip_names_the_offset(tmp_path, corpus_dir):
         parse_to_frame(path, tmp_path)
     assert "cut.json.gz" in str(e.value) and "decompressed byte" in str(e.value)
     assert "truncated" in str(e.value)
+
+
+# ------------------------------------------------------------------ streaming windows
+
+@pytest.fixture
+def small_windows(monkeypatch):
+    """Windows of a few KiB: events, cuts and launches fall across many windows."""
+    from ingest.parsers import _kineto_decode
+    monkeypatch.setattr(_kineto_decode, "WINDOW_BYTES", 4096)
+
+
+@pytest.mark.parametrize("name", ["sync_stall_decode", "cudagraph_abort"])
+def test_small_windows_give_the_same_rows_and_launches(name, tmp_path, corpus_dir, small_windows):
+    path = corpus("h200", name, "kineto_trace.json.gz")
+    events = load_json(path)["traceEvents"]
+    frame, report = parse_to_frame(path, tmp_path)
+    assert report.meta["trace_events"] == len(events)
+    assert len(frame) == sum(1 for e in events if e.get("ph") not in ("s", "f", "t", "M"))
+    got = frame["kind"].value_counts()
+    for kind, n in _expected(events).items():
+        assert got.get(kind, 0) == n, kind
+    launches = {e["args"]["correlation"]: (e["pid"], e["tid"]) for e in events
+                if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
+    gpu = frame[frame["kind"].isin(["kernel", "memcpy", "memset"]) & frame["corr"].isin(list(launches))]
+    assert len(gpu) > 0
+    assert list(zip(gpu["pid"], gpu["tid"])) == [launches[c] for c in gpu["corr"]]
+
+
+def test_cut_lookalikes_inside_strings_are_not_boundaries(tmp_path, corpus_dir, small_windows):
+    doc = load_json(corpus("h200", "cudagraph_abort", "kineto_trace.json.gz"))
+    ops = [e for e in doc["traceEvents"] if e.get("cat") == "cpu_op"]
+    for e in ops:
+        e["name"] = e["name"] + ' },{"ph": "X"}, {'
+    frame, _ = parse_to_frame(_write(tmp_path, doc), tmp_path)
+    got = frame.loc[frame["kind"] == "cpu_op", "name"]
+    assert sorted(got) == sorted(e["name"] for e in ops)
+
+
+def test_base_time_after_trace_events_is_applied_from_the_first_event(tmp_path, corpus_dir):
+    path = corpus("public", "kineto", "hta_nccl_data_rank0_ws2.json.gz")
+    raw = gzip.decompress(path.read_bytes())
+    assert raw.rfind(b'"baseTimeNanoseconds"') > raw.rfind(b'"traceEvents"')  # written last
+    doc = json.loads(raw)
+    frame, report = parse_to_frame(path, tmp_path)
+    assert report.meta["clock"]["source"] == "baseTimeNanoseconds + ts"
+    first = min(e["ts"] for e in doc["traceEvents"] if e.get("ph") == "X")
+    assert frame["ts"].min() == doc["baseTimeNanoseconds"] + round(first * 1000)
+
+
+def test_malformed_json_mid_trace_names_its_byte(tmp_path, corpus_dir, small_windows):
+    raw = gzip.decompress(corpus("h200", "sync_stall_decode", "kineto_trace.json.gz").read_bytes())
+    at = raw.index(b'"ph": "X"', len(raw) // 2)
+    path = tmp_path / "bad.pt.trace.json"
+    path.write_bytes(raw[:at] + b"#" + raw[at + 1:])
+    with pytest.raises(ParseError) as e:
+        parse_to_frame(path, tmp_path)
+    assert "bad.pt.trace.json" in str(e.value) and f"byte {at:,}" in str(e.value)

@@ -63,6 +63,15 @@ def start_worker(env: dict, log: Path) -> subprocess.Popen:
                             start_new_session=True)
 
 
+def wait_until_ready(worker: subprocess.Popen, log: Path, timeout: float = 60) -> None:
+    """The worker has declared its queue (so the web process never races it to create the
+    SQLite broker's tables) once it logs `ready.`"""
+    deadline = time.monotonic() + timeout
+    while b" ready." not in log.read_bytes():
+        assert worker.poll() is None and time.monotonic() < deadline, log.read_text(errors="replace")[-4000:]
+        time.sleep(0.2)
+
+
 def stop(proc: subprocess.Popen) -> None:
     """Stop one process we started (its own session: the worker's children go too)."""
     if proc.poll() is None:
@@ -92,6 +101,7 @@ class Stack:
         self.manage("migrate", "--noinput")
         self.token = self.manage("createtoken", "ci", "--team", "infra").splitlines()[-1]
         self.procs.append(start_worker(self.env, self.tmp / "worker.log"))
+        wait_until_ready(self.procs[0], self.tmp / "worker.log")
         self.procs.append(subprocess.Popen(
             [str(BIN / "gunicorn"), "tracedoc.wsgi", "-b", f"127.0.0.1:{self.port}", "-w", "2",
              "--timeout", "300"], cwd=ROOT, env=self.env, stdout=(self.tmp / "web.log").open("wb"),

@@ -8,7 +8,6 @@ import pyarrow.parquet as pq
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from ingest.models import Trace
 from ingest.tasks import parse_trace
 from ingest.uploads import create_trace
 from tests.corpus import corpus

@@ -3,7 +3,6 @@ versions kept, a test run against a parsed trace."""
 import gzip
 import json
 
-import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 from ingest.tasks import parse_trace

@@ -75,7 +75,7 @@ def worker(incident: str, rank: int, outdir: Path, port: int) -> None:
         if rank == 0:
             dist.all_reduce(grad)
             print("rank 0: all_reduce enqueued, waiting for rank 1", flush=True)
-            torch.cuda.synchronize()                # the watchdog aborts the process
+            torch.cuda.synchronize()                # returns once the watchdog aborts the communicator
         else:
             print("rank 1: skipping the all_reduce", flush=True)
             time.sleep(PG_TIMEOUT_S + 25)           # stay alive so rank 0's dump signal reaches us
@@ -83,8 +83,7 @@ def worker(incident: str, rank: int, outdir: Path, port: int) -> None:
         # seq 6 is fine, seq 7 disagrees on the element count
         dist.all_reduce(grad)
         n = NUMEL if rank == 0 else NUMEL // 2
-        part = grad[:n].clone()
-        work = dist.all_reduce(part, async_op=True)
+        work = dist.all_reduce(grad[:n].clone(), async_op=True)
         print(f"rank {rank}: all_reduce of {n} elements enqueued", flush=True)
         t0 = time.time()
         while not work.is_completed() and time.time() - t0 < PG_TIMEOUT_S + 25:
@@ -197,6 +196,9 @@ def main(argv: list[str]) -> int:
         return 0
     root = Path(argv[0])
     chosen = argv[1:] or list(INCIDENTS)
+    unknown = set(chosen) - set(INCIDENTS)
+    if unknown:
+        raise SystemExit(f"unknown incident(s) {sorted(unknown)}; known: {', '.join(INCIDENTS)}")
     manifest = {"versions": versions(), "env": SAFETY_ENV, "incidents": []}
     for i, incident in enumerate(chosen):
         print(time.strftime("%H:%M:%S"), "incident", incident, flush=True)

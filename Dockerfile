@@ -1,0 +1,33 @@
+# tracedoc: one image for the web process, the Celery worker and beat.
+FROM python:3.11-slim-bookworm
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    TRACEDOC_VAR=/var/lib/tracedoc \
+    TRACEDOC_STORAGE=/var/lib/tracedoc/storage
+
+RUN useradd --system --create-home --home-dir /app tracedoc \
+    && mkdir -p /var/lib/tracedoc/storage \
+    && chown -R tracedoc /var/lib/tracedoc
+
+WORKDIR /app
+COPY pyproject.toml README.md* ./
+COPY tracedoc tracedoc
+COPY accounts accounts
+COPY ingest ingest
+COPY diagnosis diagnosis
+COPY rules rules
+COPY cli cli
+COPY agent agent
+COPY templates templates
+COPY static static
+COPY manage.py ./
+RUN pip install --upgrade pip && pip install .
+
+USER tracedoc
+# collectstatic needs no database; a build-time key is enough and is not kept.
+RUN DEBUG=0 SECRET_KEY=collectstatic-only python manage.py collectstatic --noinput
+
+EXPOSE 8000
+CMD ["gunicorn", "tracedoc.wsgi", "--bind", "0.0.0.0:8000", "--workers", "3", "--timeout", "330"]
