@@ -70,7 +70,10 @@ def _shift(e: dict, k: int, span: float, corr_span: int, ext_span: int) -> dict:
 
 
 def _peak_rss_bytes() -> int:
-    self_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    """Peak RSS of this process and its children. VmHWM, not ru_maxrss: Linux carries
+    ru_maxrss across exec, so it would report the parent's peak (building the trace)."""
+    with open("/proc/self/status") as f:
+        self_kb = next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
     children_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     return max(self_kb, children_kb) * 1024  # Linux reports KiB
 

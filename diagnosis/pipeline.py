@@ -77,7 +77,21 @@ def diagnose(artifacts: list[ArtifactResult], rules=None, clock_offsets: dict[st
     events, alignment = load_events(artifacts, clock_offsets)
     report = build_report(artifacts, events, rules=rules, alignment=alignment)
     report["trace"]["warnings"] = list(warnings or [])
+    extents = _extents(events)
+    for entry in report["trace"]["artifacts"]:
+        entry["start_ts"], entry["end_ts"] = extents.get(entry["path"], (None, None))
     return report
+
+
+def _extents(events: pd.DataFrame) -> dict[str, tuple[int, int]]:
+    """Each artifact's first and last time on the common clock (rows without a time ignored)."""
+    timed = events[events["ts"] > 0]
+    if timed.empty:
+        return {}
+    ends = timed["ts"] + timed["dur"]
+    grouped = pd.DataFrame({"artifact": timed["artifact"].astype(str), "ts": timed["ts"], "end": ends}) \
+        .groupby("artifact").agg(start=("ts", "min"), end=("end", "max"))
+    return {name: (int(r.start), int(r.end)) for name, r in grouped.iterrows()}
 
 
 def run(paths: list[str | Path], rules_dir: str | Path | None = None, rules=None,

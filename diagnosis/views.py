@@ -21,7 +21,9 @@ def report_context(trace: Trace) -> dict:
     clusters = [{**c, "members": [findings[i] for i in c["findings"] if i in findings],
                  "team_cluster": team_clusters.get(c["fingerprint"])}
                 for c in report.get("clusters", [])]
-    lanes = [(a.name, a.start_ts, a.end_ts) for a in trace.artifacts.exclude(format__in=Artifact.CONTAINERS)]
+    # lanes on the common clock the report used; stored extents are each file's own clock
+    lanes = [(a["path"], a.get("start_ts"), a.get("end_ts")) for a in report.get("trace", {}).get("artifacts", [])] \
+        or [(a.name, a.start_ts, a.end_ts) for a in trace.artifacts.exclude(format__in=Artifact.CONTAINERS)]
     return {"report": report, "clusters": clusters, "violations": report.get("violations", []),
             "timeline": layout(lanes, report.get("findings", []))}
 

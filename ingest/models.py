@@ -6,6 +6,7 @@ can act on; every transition goes through `Trace.transition()`, which records it
 """
 from __future__ import annotations
 
+import logging
 import re
 from pathlib import Path
 
@@ -15,6 +16,8 @@ from django.utils import timezone
 
 from accounts.models import Team
 from ingest.storage import ContentStore
+
+logger = logging.getLogger(__name__)
 
 LABEL_KEY = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9_.\-/]{0,62}[A-Za-z0-9])?$")
 
@@ -112,10 +115,22 @@ class Trace(models.Model):
         Trace.objects.filter(pk=self.pk).update(updated_at=timezone.now(), **counters)
 
     def enqueue(self) -> None:
-        """Parse (then diagnose) in a worker once the upload's transaction is committed."""
+        """Parse (then diagnose) in a worker once the upload's transaction is committed.
+
+        With the broker down the upload still succeeds: the trace stays `received` with a
+        note, and the beat job `ingest.requeue_stalled` sends it again later."""
         from ingest.tasks import parse_trace
         pk = self.pk
-        transaction.on_commit(lambda: parse_trace.delay(pk))
+
+        def send() -> None:
+            try:
+                parse_trace.delay(pk)
+            except Exception as e:  # kombu OperationalError and friends: the broker is unreachable
+                logger.warning("trace %s: could not queue parsing: %s", pk, e)
+                Trace.objects.filter(pk=pk).update(
+                    error=f"waiting for a worker: the task broker was unreachable ({type(e).__name__}); "
+                          "it is queued again automatically")
+        transaction.on_commit(send)
 
     def findings_by_severity(self) -> dict[str, int]:
         if not self.report:

@@ -13,6 +13,7 @@ import os
 import tempfile
 import time
 from contextlib import ExitStack
+from datetime import timedelta
 from pathlib import Path
 
 import pyarrow.compute as pc
@@ -64,6 +65,18 @@ def parse_trace(trace_id: int) -> None:
     trace.transition(Trace.State.PARSED)
     from diagnosis.tasks import diagnose_trace
     diagnose_trace.delay(trace.pk)
+
+
+@shared_task(name="ingest.requeue_stalled")
+def requeue_stalled(older_than_s: int = 120) -> int:
+    """Beat job: queue again the traces whose parse task never reached the broker."""
+    cutoff = timezone.now() - timedelta(seconds=older_than_s)
+    stalled = list(Trace.objects.filter(state=Trace.State.RECEIVED, created_at__lt=cutoff)
+                   .values_list("pk", flat=True))
+    for pk in stalled:
+        parse_trace.delay(pk)
+        Trace.objects.filter(pk=pk).update(error="")
+    return len(stalled)
 
 
 def _reset(trace: Trace, store: ContentStore) -> None:

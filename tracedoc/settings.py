@@ -208,6 +208,12 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BROKER_TRANSPORT_OPTIONS = ({"visibility_timeout": 4 * 3600}
                                    if CELERY_BROKER_URL.startswith(("redis", "rediss")) else {})
 CELERY_TASK_ALWAYS_EAGER = envbool("CELERY_TASK_ALWAYS_EAGER", False)
+# an upload must not hang on a dead broker: fail fast, the beat job below sends it again
+CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 2, "interval_start": 0, "interval_step": 0.5, "interval_max": 1}
+# beat: re-send uploads whose parse task could not reach the broker when they arrived
+CELERY_BEAT_SCHEDULE = {
+    "requeue-stalled-traces": {"task": "ingest.requeue_stalled", "schedule": 300.0},
+}
 
 LOGGING = {
     "version": 1,
