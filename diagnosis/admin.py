@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from diagnosis.models import Cluster, Finding
+from diagnosis.models import Cluster, Finding, SLODefinition
 
 
 @admin.register(Cluster)
@@ -15,3 +15,9 @@ class FindingAdmin(admin.ModelAdmin):
     list_display = ("report_id", "title", "severity", "rule_id", "trace")
     list_filter = ("severity",)
     search_fields = ("rule_id", "title", "root_cause")
+
+
+@admin.register(SLODefinition)
+class SLODefinitionAdmin(admin.ModelAdmin):
+    list_display = ("slo_id", "team", "sli", "objective", "window", "enabled")
+    list_filter = ("team", "enabled")

@@ -121,3 +121,66 @@ def _finding(trace: Trace, f: dict, clusters: dict[str, Cluster]) -> Finding:
         recommendations=f.get("recommendations") or [], references=f.get("references") or [],
         evidence=f.get("evidence") or [], metrics=f.get("metrics") or {},
         consequence_of=f.get("consequence_of") or "")
+
+
+class SLOQuerySet(models.QuerySet):
+    def visible_to(self, user) -> "SLOQuerySet":
+        return self.filter(team__in=Team.objects.of(user))
+
+    def effective_for(self, team: Team) -> list:
+        """The builtin SLOs with the team's enabled ones added; a team SLO with a builtin's
+        id replaces it, a disabled one switches the builtin off."""
+        from diagnosis.slo import load_slos
+        merged = {s.id: s for s in load_slos()}
+        for row in self.filter(team=team):
+            if row.enabled:
+                merged[row.slo_id] = row.as_slo()
+            else:
+                merged.pop(row.slo_id, None)
+        return list(merged.values())
+
+
+class SLODefinition(models.Model):
+    """A team's SLO: a named SLI (diagnosis.slis), an objective and a window."""
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="slos")
+    slo_id = models.SlugField(max_length=100, help_text="same id as a builtin SLO to replace it")
+    title = models.CharField(max_length=200, blank=True)
+    sli = models.CharField(max_length=60)
+    objective = models.CharField(max_length=60, help_text="e.g. 'p99 <= 60ms', 'ratio >= 0.999', 'count <= 0'")
+    window = models.CharField(max_length=20, default="60s")
+    enabled = models.BooleanField(default=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    objects = SLOQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["slo_id"]
+        constraints = [models.UniqueConstraint(fields=["team", "slo_id"], name="slo_id_per_team")]
+
+    def __str__(self) -> str:
+        return f"{self.slo_id}: {self.sli} {self.objective}"
+
+    def as_slo(self):
+        from diagnosis.slo import SLO
+        return SLO(id=self.slo_id, title=self.title or self.slo_id, sli=self.sli, objective=self.objective,
+                   window=self.window)
+
+    def clean(self) -> None:
+        from django.core.exceptions import ValidationError
+
+        from diagnosis.slis import SLI_FUNCTIONS
+        from diagnosis.slo import SLOError
+        if self.sli not in SLI_FUNCTIONS:
+            raise ValidationError({"sli": f"unknown SLI {self.sli!r}; known: {', '.join(sorted(SLI_FUNCTIONS))}"})
+        try:
+            self.as_slo().parsed()
+        except SLOError as e:
+            raise ValidationError({"objective": str(e)}) from None
+        try:
+            self.as_slo().window_ns()
+        except SLOError as e:
+            raise ValidationError({"window": str(e)}) from None
+
+    def save(self, *args, **kwargs):
+        self.full_clean(exclude=["team"])
+        super().save(*args, **kwargs)

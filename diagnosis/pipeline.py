@@ -71,11 +71,11 @@ def load_events(artifacts: Iterable[ArtifactResult],
 
 
 def diagnose(artifacts: list[ArtifactResult], rules=None, clock_offsets: dict[str, int] | None = None,
-             warnings: list[str] | None = None) -> dict:
+             warnings: list[str] | None = None, slos=None) -> dict:
     """Report (DESIGN.md "Interfaces") for parsed artifacts."""
     from diagnosis.report import build_report
     events, alignment = load_events(artifacts, clock_offsets)
-    report = build_report(artifacts, events, rules=rules, alignment=alignment)
+    report = build_report(artifacts, events, rules=rules, alignment=alignment, slos=slos)
     report["trace"]["warnings"] = list(warnings or [])
     extents = _extents(events)
     for entry in report["trace"]["artifacts"]:

@@ -25,7 +25,8 @@ def evaluate(events: pd.DataFrame, rules) -> tuple[list[dict], list[dict], objec
     return findings, errors + list(eval_errors), ctx
 
 
-def build_report(artifacts, events: pd.DataFrame, rules=None, alignment: list[dict] | None = None) -> dict:
+def build_report(artifacts, events: pd.DataFrame, rules=None, alignment: list[dict] | None = None,
+                 slos=None) -> dict:
     from diagnosis.slo import evaluate_slos
 
     if rules is None:
@@ -37,7 +38,7 @@ def build_report(artifacts, events: pd.DataFrame, rules=None, alignment: list[di
     groups = clustering.cluster_findings(findings)
     clusters = clustering.describe(groups, findings, finding_ids)
     cluster_of = {fid: c["id"] for c in clusters for fid in c["findings"]}
-    violations = evaluate_slos(ctx, findings, finding_ids)
+    violations = evaluate_slos(ctx, findings, finding_ids, slos)
 
     out_findings = []
     for fid, f in zip(finding_ids, findings):

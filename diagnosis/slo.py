@@ -61,7 +61,10 @@ def load_slos(text: str | None = None, source: str = "builtin") -> list[SLO]:
         if slo.sli not in slis.SLI_FUNCTIONS:
             raise SLOError(f"{source}: SLO {slo.id}: unknown sli {slo.sli!r} "
                            f"(known: {', '.join(sorted(slis.SLI_FUNCTIONS))})")
-        slo.parsed(), slo.window_ns()
+        try:
+            slo.parsed(), slo.window_ns()
+        except SLOError as e:
+            raise SLOError(f"{source}: {e}") from None
         out.append(slo)
     return out
 

@@ -59,4 +59,6 @@ def artifact_results(trace: Trace, store: ContentStore | None = None) -> list:
 
 def diagnose_stored(trace: Trace, rules: list) -> dict:
     from diagnosis.pipeline import diagnose
-    return diagnose(artifact_results(trace), rules=rules, clock_offsets=trace.clock_offsets or None)
+    from diagnosis.models import SLODefinition
+    return diagnose(artifact_results(trace), rules=rules, clock_offsets=trace.clock_offsets or None,
+                    slos=SLODefinition.objects.effective_for(trace.team))

@@ -27,6 +27,7 @@ from ingest.io import is_gzip, open_bytes
 
 WINDOW_BYTES = 8 << 20    # content read per step: bounds the memory of one chunk
 TAIL_BYTES = 64 << 10     # end of content read ahead for the keys after traceEvents
+MAX_TOP_BYTES = 64 << 20  # top-level content before or after traceEvents (held whole)
 
 Number = int | float | str | None  # untrusted files put odd types in numeric fields
 
@@ -183,6 +184,9 @@ class TraceReader:
             searched = len(data)
             if not block:
                 raise self._whole_document_error(data)
+            if searched > MAX_TOP_BYTES:
+                raise self._error(f"byte {searched:,}", "a 'traceEvents' array within the first "
+                                  f"{MAX_TOP_BYTES >> 20} MiB (Kineto trace)")
 
     def _whole_document_error(self, data: bytes) -> ParseError:
         """Why a document without a `"traceEvents": [` at its top level is unusable."""
@@ -271,7 +275,10 @@ class TraceReader:
 
     def _read_trailer(self, buf: bytes, end: int, pos: int, content: _Content) -> None:
         """The top-level keys after the array, which ended just before buf[end]."""
-        text = _OPEN_TOP + b"]" + buf[end:] + content.read()
+        text = _OPEN_TOP + b"]" + buf[end:] + content.read(MAX_TOP_BYTES)
+        if content.read(1):
+            raise self._error(f"byte {content.done:,}", "the end of the trace object within "
+                              f"{MAX_TOP_BYTES >> 20} MiB after traceEvents")
         try:
             top = _TOP.decode(text)
         except msgspec.DecodeError as e:

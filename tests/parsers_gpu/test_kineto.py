@@ -277,3 +277,13 @@ def test_malformed_json_mid_trace_names_its_byte(tmp_path, corpus_dir, small_win
     with pytest.raises(ParseError) as e:
         parse_to_frame(path, tmp_path)
     assert "bad.pt.trace.json" in str(e.value) and f"byte {at:,}" in str(e.value)
+
+
+def test_keys_after_trace_events_past_the_read_ahead_are_reported(tmp_path, corpus_dir, monkeypatch):
+    from ingest.parsers import _kineto_decode
+    monkeypatch.setattr(_kineto_decode, "TAIL_BYTES", 16)  # too short to reach the array's end
+    path = corpus("public", "kineto", "hta_triton_example.json.gz")
+    doc = load_json(path)
+    _, report = parse_to_frame(path, tmp_path)
+    assert report.meta["base_time_ns"] == doc["baseTimeNanoseconds"]
+    assert any("could not be read ahead" in w for w in report.warnings)
