@@ -50,8 +50,9 @@ class Bundle:
     labels_path: Path  # its labels (JSON)
 
     @property
-    def labels(self) -> dict[str, str]:
-        return json.loads(self.labels_path.read_text())["labels"]
+    def meta(self) -> dict:
+        """{"labels": {...}, "name": ..., "streams": [...]}"""
+        return json.loads(self.labels_path.read_text())
 
     @property
     def size(self) -> int:
@@ -114,7 +115,7 @@ class Spool:
     def pending_chunks(self) -> list[Path]:
         return sorted(self.chunks.iterdir())
 
-    def make_bundle(self, labels: dict[str, str]) -> Bundle | None:
+    def make_bundle(self, labels: dict[str, str], name: str = "") -> Bundle | None:
         """Join the pending chunks per stream into one tar.gz in the outbox; None if nothing is pending.
 
         The labels file is published before the bundle: a bundle in the outbox always has labels.
@@ -125,10 +126,9 @@ class Spool:
         streams: dict[str, list[Path]] = defaultdict(list)
         for c in chunks:
             streams[c.name.split("--", 1)[1].replace("+", "/")].append(c)
-        name = self._new_name()
-        labels_path = self._publish(
-            lambda f: f.write(json.dumps({"labels": labels, "streams": sorted(streams)}).encode()),
-            self.outbox / f"{name}.json")
+        meta = {"labels": labels, "name": name, "streams": sorted(streams)}
+        stem = self._new_name()
+        labels_path = self._publish(lambda f: f.write(json.dumps(meta).encode()), self.outbox / f"{stem}.json")
 
         def write_tar(f):
             with tarfile.open(fileobj=f, mode="w:gz", format=tarfile.PAX_FORMAT) as tar:
@@ -139,7 +139,7 @@ class Spool:
                     info.mode = 0o644
                     tar.addfile(info, _Concat(parts))
 
-        bundle = Bundle(self._publish(write_tar, self.outbox / f"{name}.tar.gz"), labels_path)
+        bundle = Bundle(self._publish(write_tar, self.outbox / f"{stem}.tar.gz"), labels_path)
         for c in chunks:
             c.unlink(missing_ok=True)
         self.enforce_bound()
@@ -207,16 +207,19 @@ class _Concat:
         self._paths, self._f = list(paths), None
 
     def read(self, n: int = -1) -> bytes:
-        while True:
+        """Up to n bytes (all with n < 0), across file boundaries: tarfile wants full reads."""
+        out = bytearray()
+        while n < 0 or len(out) < n:
             if self._f is None:
                 if not self._paths:
-                    return b""
+                    break
                 self._f = open(self._paths.pop(0), "rb")
-            data = self._f.read(n)
-            if data:
-                return data
-            self._f.close()
-            self._f = None
+            data = self._f.read(-1 if n < 0 else n - len(out))
+            if not data:
+                self._f.close()
+                self._f = None
+            out += data
+        return bytes(out)
 
 
 def _size(p: Path) -> int:

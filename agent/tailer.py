@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Iterable
 
-from agent.spool import Spool
+from agent.spool import Spool, safe_stream
 
 log = logging.getLogger(__name__)
 
@@ -118,4 +118,4 @@ class LogTailer:
 
 def stream_name(path: str | Path) -> str:
     """The stream (and archive member) a followed file's lines go to."""
-    return "logs/" + os.path.abspath(path)
+    return safe_stream("logs/" + os.path.abspath(path))

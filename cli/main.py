@@ -66,6 +66,9 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     d.set_defaults(func=cmd_diagnose)
 
+    from cli.submit import add_submit_parser  # upload to a server instead of diagnosing here
+    add_submit_parser(sub)
+
     r = sub.add_parser("rules", help="validate and test rules").add_subparsers(dest="rules_cmd", required=True)
     v = r.add_parser("validate", help="check rule files; prints file:line:col: message")
     v.add_argument("files", nargs="+")

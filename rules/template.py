@@ -145,6 +145,8 @@ def _render_value(value, ph: Placeholder) -> str:
         pass
     if isinstance(value, float):
         text = f"{value:.6g}"
+    elif isinstance(value, list) and all(isinstance(v, (str, int, float)) for v in value):
+        text = ", ".join(str(v) for v in value)  # people read "a, b", not a JSON array
     elif isinstance(value, (dict, list)):
         text = orjson.dumps(value, default=str).decode()
     else:

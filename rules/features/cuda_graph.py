@@ -57,8 +57,9 @@ def capture_aborts(ctx) -> pd.DataFrame:
             "calls": sorted(set(calls["name"].astype(str))),
             "capture_begin_ts": lo, "capture_end_ts": hi,
             "error_string_calls": errors,
-            "text": f"{culprit['name']} called inside CUDA Graph capture (capture began {lo}, "
-                    f"synchronising runtime calls inside: {', '.join(sorted(set(calls['name'].astype(str)))) or 'none'})",
+            "text": f"{culprit['name']} called {(int(culprit['ts']) - lo) / 1e6:.3f} ms after cudaStreamBeginCapture "
+                    f"on pid {pid} tid {tid}; synchronising runtime calls inside the capture: "
+                    f"{', '.join(sorted(set(calls['name'].astype(str)))) or 'none'}",
         }))
         rows.append(row)
     if not rows:

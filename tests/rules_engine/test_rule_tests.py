@@ -46,7 +46,7 @@ def test_missing_escaping_and_broken_scenarios_fail_cleanly(tmp_path):
         raise ValueError("bad trace") if path.name == "s" else diagnose(path)
     reasons = [r.reason for r in run_rule_tests(load_rule_text(rule), tmp_path, broken)][:3]
     assert reasons[0].startswith("scenario not found under")
-    assert reasons[1] == "scenario path leaves the corpus root"
+    assert reasons[1] == "scenario path leaves its root"
     assert reasons[2] == "could not load the scenario: ValueError: bad trace"
 
 

@@ -12,12 +12,22 @@ from tracedoc.celery import app
 @pytest.fixture
 def dead_broker():
     """Point Celery at a port nothing listens on (a real connection attempt, refused)."""
+    # the Django-namespaced key, as the settings set it: a plain `broker_url` would shadow
+    # it for every later test that points Celery at a broker of its own
     old = app.conf.broker_url
-    app.conf.broker_url = "redis://127.0.0.1:9/0"
-    app.pool.force_close_all()
+    app.conf.update(CELERY_BROKER_URL="redis://127.0.0.1:9/0")
+    _fresh_connections()
     yield
-    app.conf.broker_url = old
-    app.pool.force_close_all()
+    app.conf.update(CELERY_BROKER_URL=old)
+    _fresh_connections()
+
+
+def _fresh_connections():
+    """Drop pooled broker connections so the next publish connects to the configured URL."""
+    if app._pool is not None:
+        app._pool.force_close_all()
+        app._pool = None
+    app.amqp._producer_pool = None
 
 
 def test_upload_survives_a_dead_broker(alice_api, dead_broker, django_capture_on_commit_callbacks):

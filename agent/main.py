@@ -1,0 +1,237 @@
+"""The `tracedoc-agent` command.
+
+  run     capture continuously (NVML, logs, dumps) and ship a bundle every --ship-every
+  wrap    run one command under capture; ship its bundle when it exits
+  ship    ship what waits in the spool now (after an outage, or a wrap without --server)
+  sample  write NVML samples as JSON lines to a file, no server involved
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import re
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+from agent import __version__
+
+log = logging.getLogger("agent")
+
+EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
+_UNIT_S = {"ms": 1e-3, "s": 1, "m": 60, "h": 3600, None: 1}
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B?)?\s*$", re.I)
+
+
+def duration(text: str) -> float:
+    """'60s', '5m', '1h', '250ms' or plain seconds."""
+    m = _DURATION.match(text)
+    if not m or float(m.group(1)) <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: a positive duration such as 60s, 5m, 1h or 0.5")
+    return float(m.group(1)) * _UNIT_S[m.group(2)]
+
+
+def size(text: str) -> int:
+    """'2GiB', '500M', or plain bytes."""
+    m = _SIZE.match(text)
+    if not m:
+        raise argparse.ArgumentTypeError(f"{text!r}: a size such as 2GiB or 500M")
+    power = "KMGT".index(m.group(2)[0].upper()) + 1 if m.group(2) else 0
+    return int(float(m.group(1)) * 1024**power)
+
+
+def label(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"{text!r}: labels are key=value")
+    return key.strip(), value.strip()
+
+
+def default_spool() -> str:
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.environ.get("TRACEDOC_SPOOL") or os.path.join(cache, "tracedoc-agent", "spool")
+
+
+def read_token(args) -> str:
+    if args.token_file:
+        return Path(args.token_file).read_text().strip()
+    return args.token or ""
+
+
+# -- commands ----------------------------------------------------------------------------------
+
+
+def _open(args):
+    from agent.spool import Spool
+    from agent.uploader import ApiClient, Shipper
+    spool = Spool(args.spool, args.spool_max)
+    shipper = None
+    if args.server:
+        token = read_token(args)
+        if not token:
+            raise SystemExit("tracedoc-agent: no token: give --token, --token-file or set TRACEDOC_TOKEN")
+        shipper = Shipper(spool, ApiClient(args.server, token))
+    return spool, shipper
+
+
+def cmd_run(args) -> int:
+    from agent.capture import Capture, base_labels
+    from agent.dumps import DumpWatcher
+    from agent.nvml_sampler import open_sampler
+    from agent.tailer import LogTailer
+
+    if not args.server:
+        raise SystemExit("tracedoc-agent run: give --server (or set TRACEDOC_SERVER)")
+    spool, shipper = _open(args)
+    labels = base_labels(dict(args.labels))
+    capture = Capture(spool, open_sampler(args.interval, labels["host"]),
+                      LogTailer(args.logs, spool) if args.logs else None,
+                      DumpWatcher(args.dumps, spool) if args.dumps else None)
+    if not (capture.sampler or capture.tailer or capture.dumps):
+        log.error("nothing to capture: NVML is unavailable and no --logs or --dumps were given")
+        return EXIT_ERROR
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    shipping = threading.Thread(target=shipper.run, args=(stop,), name="shipper", daemon=True)
+    shipping.start()
+    log.info("capturing into %s; shipping to %s every %.0f s", spool.root, args.server, args.ship_every)
+    window_start = time.time()
+    while not stop.wait(min(args.collect_every, args.ship_every)):
+        capture.collect()
+        if time.time() - window_start >= args.ship_every:
+            capture.bundle(labels, window_start, time.time())
+            window_start = time.time()
+            shipper.wake.set()
+    log.info("stopping: bundling the last window and shipping for up to %.0f s", args.ship_timeout)
+    capture.finish(labels, window_start, time.time())
+    shipper.wake.set()
+    shipping.join()
+    if not shipper.ship_until(time.monotonic() + args.ship_timeout):
+        log.warning("%d bundle(s) stay in %s for the next run", len(spool.bundles()), spool.outbox)
+    return EXIT_OK
+
+
+def cmd_wrap(args) -> int:
+    from agent.capture import base_labels
+    from agent.nvml_sampler import open_sampler
+    from agent.wrap import wrap
+
+    cmd = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not cmd:
+        raise SystemExit("tracedoc-agent wrap: give the command after --, e.g. wrap -- python train.py")
+    spool, shipper = _open(args)
+    labels = base_labels(dict(args.labels))
+    return wrap(cmd, spool, labels, open_sampler(args.interval, labels["host"]), shipper, args.ship_timeout,
+                log_globs=args.logs, dump_dirs=args.dumps)
+
+
+def cmd_ship(args) -> int:
+    if not args.server:
+        raise SystemExit("tracedoc-agent ship: give --server (or set TRACEDOC_SERVER)")
+    spool, shipper = _open(args)
+    waiting = len(spool.bundles())
+    if shipper.ship_until(time.monotonic() + args.ship_timeout):
+        print(f"tracedoc-agent: shipped {waiting} bundle(s)", file=sys.stderr)
+        return EXIT_OK
+    print(f"tracedoc-agent: {len(spool.bundles())} bundle(s) not shipped; they stay in {spool.outbox}",
+          file=sys.stderr)
+    return EXIT_ERROR
+
+
+def cmd_sample(args) -> int:
+    from agent.nvml_sampler import NvmlReader, NvmlUnavailable, Sampler
+
+    try:
+        sampler = Sampler(NvmlReader(), args.interval)
+    except NvmlUnavailable as e:
+        print(f"tracedoc-agent: {e}", file=sys.stderr)
+        return EXIT_ERROR
+    out = sys.stdout.buffer if args.output == "-" else open(args.output, "wb")
+    sampler.start()
+    deadline = time.monotonic() + args.duration
+    try:
+        while (left := deadline - time.monotonic()) > 0:
+            time.sleep(min(1.0, left))
+            out.write(sampler.drain())
+            out.flush()
+    except KeyboardInterrupt:
+        pass
+    sampler.stop()
+    out.write(sampler.drain())
+    out.flush()
+    print(f"tracedoc-agent: {sampler.samples} samples of {len(sampler.reader.devices())} GPU(s)", file=sys.stderr)
+    return EXIT_OK
+
+
+# -- arguments ---------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="tracedoc-agent", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--version", action="version", version=f"tracedoc-agent {__version__}")
+    p.add_argument("-v", "--verbose", action="store_true", help="log what is shipped and when")
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    def server_args(s, ship_timeout: float):
+        s.add_argument("--server", default=os.environ.get("TRACEDOC_SERVER"),
+                       help="tracedoc server URL (default $TRACEDOC_SERVER)")
+        s.add_argument("--token", default=os.environ.get("TRACEDOC_TOKEN"),
+                       help="API token (default $TRACEDOC_TOKEN; prefer it or --token-file: "
+                            "command lines are visible to other users)")
+        s.add_argument("--token-file", help="read the API token from this file")
+        s.add_argument("--spool", default=default_spool(), help="spool folder (default %(default)s)")
+        s.add_argument("--spool-max", type=size, default="2GiB",
+                       help="bound of the spool; the oldest files go first (default 2GiB)")
+        s.add_argument("--ship-timeout", type=duration, default=ship_timeout,
+                       help="how long to keep retrying at exit (default %(default)s s)")
+
+    def capture_args(s):
+        s.add_argument("--interval", type=duration, default=0.1, help="NVML sample interval (default 0.1 s)")
+        s.add_argument("--logs", nargs="+", default=[], metavar="GLOB", help="log files to follow")
+        s.add_argument("--dumps", nargs="+", default=[], metavar="DIR",
+                       help="folders where flight-recorder dumps (nccl_trace_rank_*) and memory "
+                            "snapshots (*.pickle) appear")
+        s.add_argument("--labels", nargs="+", type=label, default=[], metavar="KEY=VALUE",
+                       help="labels added to every bundle (host, agent version and window are added)")
+
+    r = sub.add_parser("run", help="capture continuously and ship every --ship-every")
+    server_args(r, 30.0)
+    capture_args(r)
+    r.add_argument("--ship-every", type=duration, default=60.0, help="bundle window (default 60s)")
+    r.add_argument("--collect-every", type=duration, default=5.0, help=argparse.SUPPRESS)
+    r.set_defaults(func=cmd_run)
+
+    w = sub.add_parser("wrap", help="run a command under capture: wrap [options] -- CMD ...")
+    server_args(w, 120.0)
+    capture_args(w)
+    w.add_argument("command", nargs=argparse.REMAINDER, help="the command, after --")
+    w.set_defaults(func=cmd_wrap)
+
+    s = sub.add_parser("ship", help="ship the bundles waiting in the spool")
+    server_args(s, 60.0)
+    s.set_defaults(func=cmd_ship)
+
+    m = sub.add_parser("sample", help="write NVML samples as JSON lines (no server)")
+    m.add_argument("--interval", type=duration, default=0.1)
+    m.add_argument("--duration", type=duration, default=60.0)
+    m.add_argument("--output", default="-", help="file to write (default stdout)")
+    m.set_defaults(func=cmd_sample)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    quiet = not args.verbose and args.cmd != "run"  # a wrapped command's terminal stays uncluttered
+    logging.basicConfig(level=logging.WARNING if quiet else logging.INFO,
+                        format="tracedoc-agent: %(levelname)s: %(message)s", stream=sys.stderr)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,208 @@
+"""Talking to the tracedoc server: the REST client (used by the agent and `tracedoc submit`)
+and the shipping loop that empties the spool's outbox with retries and backoff.
+
+API (DESIGN.md "Interfaces"): `POST /api/v1/traces/?wait=S` (multipart `files`, `labels` JSON,
+`name`, `team`), `GET /api/v1/traces/{id}/`, `GET /api/v1/traces/{id}/report/`, with the header
+`Authorization: Token <key>`.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+import threading
+import time
+import uuid
+from typing import BinaryIO, Callable
+
+import requests
+
+from agent import __version__
+from agent.spool import Bundle, Spool
+
+log = logging.getLogger(__name__)
+
+CONNECT_TIMEOUT_S = 10
+READ_TIMEOUT_S = 120  # past the server's own wait, when asked to wait
+RETRYABLE_STATUS = {408, 425, 429, 500, 502, 503, 504}
+
+
+class ApiError(Exception):
+    """A request that did not succeed; `retryable` says whether trying later may help."""
+
+    def __init__(self, message: str, status: int | None = None, retryable: bool = False):
+        super().__init__(message)
+        self.status, self.retryable = status, retryable
+
+
+class MultipartBody:
+    """A multipart/form-data body read from the files as it is sent, so a multi-gigabyte
+    upload is never held in memory (requests would build it in memory). Its length is known
+    in advance, so it goes out with a Content-Length (Django needs one)."""
+
+    CHUNK = 1 << 20
+
+    def __init__(self, fields: dict[str, str], files: list[tuple[str, BinaryIO]]):
+        self.boundary = uuid.uuid4().hex
+        self._parts: list[bytes | BinaryIO] = []
+        for key, value in fields.items():
+            self._parts.append(self._header(f'name="{key}"') + value.encode() + b"\r\n")
+        for filename, f in files:
+            safe = filename.replace('"', "_").replace("\r", "_").replace("\n", "_")
+            self._parts += [self._header(f'name="files"; filename="{safe}"',
+                                         "Content-Type: application/octet-stream\r\n"), f, b"\r\n"]
+        self._parts.append(f"--{self.boundary}--\r\n".encode())
+        self._length = sum(len(p) if isinstance(p, bytes) else _remaining(p) for p in self._parts)
+
+    def _header(self, disposition: str, extra: str = "") -> bytes:
+        return f"--{self.boundary}\r\nContent-Disposition: form-data; {disposition}\r\n{extra}\r\n".encode()
+
+    @property
+    def content_type(self) -> str:
+        return f"multipart/form-data; boundary={self.boundary}"
+
+    def __len__(self) -> int:
+        return self._length
+
+    def __iter__(self):  # requests streams a body that is iterable and has a length
+        while data := self.read(self.CHUNK):
+            yield data
+
+    def read(self, n: int = -1) -> bytes:
+        while self._parts:
+            part = self._parts[0]
+            if isinstance(part, bytes):
+                self._parts.pop(0)
+                return part
+            data = part.read(self.CHUNK if n is None or n < 0 else n)
+            if data:
+                return data
+            self._parts.pop(0)
+        return b""
+
+
+def _remaining(f: BinaryIO) -> int:
+    return os.fstat(f.fileno()).st_size - f.tell()
+
+
+class ApiClient:
+    def __init__(self, server: str, token: str, session: requests.Session | None = None):
+        self.server = server.rstrip("/")
+        self.session = session or requests.Session()
+        self.session.headers.update({"Authorization": f"Token {token}",
+                                     "User-Agent": f"tracedoc-agent/{__version__}"})
+
+    def upload(self, files: list[tuple[str, BinaryIO]], labels: dict[str, str] | None = None,
+               wait: float = 0, name: str = "", team: str = "") -> dict:
+        """POST the files as one trace; with `wait`, the server answers once done (or after `wait` s)."""
+        fields = {k: v for k, v in (("labels", json.dumps(labels) if labels else ""), ("name", name),
+                                    ("team", team)) if v}
+        body = MultipartBody(fields, files)
+        return self._call("POST", "/api/v1/traces/", params={"wait": int(wait)} if wait else None,
+                          data=body, headers={"Content-Type": body.content_type},
+                          timeout=(CONNECT_TIMEOUT_S, READ_TIMEOUT_S + wait))
+
+    def trace(self, trace_id) -> dict:
+        return self._call("GET", f"/api/v1/traces/{trace_id}/")
+
+    def report(self, trace_id) -> dict:
+        return self._call("GET", f"/api/v1/traces/{trace_id}/report/")
+
+    def _call(self, method: str, path: str, **kwargs) -> dict:
+        url = self.server + path
+        kwargs.setdefault("timeout", (CONNECT_TIMEOUT_S, READ_TIMEOUT_S))
+        try:
+            resp = self.session.request(method, url, **kwargs)
+        except requests.RequestException as e:
+            raise ApiError(f"cannot reach {self.server}: {e}", retryable=True) from None
+        if resp.ok:
+            try:
+                return resp.json()
+            except ValueError:
+                raise ApiError(f"{method} {url}: the answer is not JSON (is {self.server} a tracedoc server?)",
+                               resp.status_code) from None
+        raise _error(method, url, resp)
+
+
+def _error(method: str, url: str, resp: requests.Response) -> ApiError:
+    try:
+        detail = resp.json()
+        detail = detail.get("detail", detail) if isinstance(detail, dict) else detail
+    except ValueError:
+        detail = resp.text[:300].strip()
+    status = resp.status_code
+    if status in (401, 403):
+        return ApiError(f"the server refused the token (HTTP {status}: {detail}); check --token or "
+                        "TRACEDOC_TOKEN, and that the token's user belongs to a team", status)
+    return ApiError(f"{method} {url}: HTTP {status}: {detail}", status, retryable=status in RETRYABLE_STATUS)
+
+
+class Shipper:
+    """Ships the spool's bundles oldest first. On a failure worth retrying (network, 5xx,
+    429, refused token) the bundle stays and the next try waits longer: base * 2^failures,
+    at most `backoff_max`, jittered down by up to half so many agents don't retry in step.
+    A bundle the server refuses for good (bad request, too large) is moved to rejected/."""
+
+    def __init__(self, spool: Spool, client: ApiClient, backoff_base: float = 2.0,
+                 backoff_max: float = 300.0, jitter: Callable[[], float] = random.random):
+        self.spool, self.client = spool, client
+        self.backoff_base, self.backoff_max, self.jitter = backoff_base, backoff_max, jitter
+        self.failures = 0
+        self.shipped: list[dict] = []  # the server's answers, newest last
+        self.wake = threading.Event()
+
+    def ship_pending(self) -> bool:
+        """Try every bundle once, oldest first; True when the outbox is empty afterwards."""
+        for bundle in self.spool.bundles():
+            try:
+                self._ship(bundle)
+            except ApiError as e:
+                if e.retryable or e.status in (401, 403):
+                    self.failures += 1
+                    log.warning("shipping %s failed (try %d): %s; it stays in the spool",
+                                bundle.path.name, self.failures, e)
+                    return False
+                log.error("the server refused %s for good: %s; moved to %s", bundle.path.name, e,
+                          self.spool.rejected)
+                self.spool.reject(bundle, str(e))
+            except FileNotFoundError:
+                continue  # dropped by the spool's bound meanwhile
+            else:
+                self.failures = 0
+        return not self.spool.bundles()
+
+    def _ship(self, bundle: Bundle) -> None:
+        meta, size = bundle.meta, bundle.size
+        with open(bundle.path, "rb") as f:
+            answer = self.client.upload([(bundle.path.name, f)], meta["labels"], name=meta.get("name", ""))
+        self.spool.remove(bundle)
+        self.shipped.append(answer)
+        log.info("shipped %s (%s bytes): trace %s %s", bundle.path.name, f"{size:,}",
+                 answer.get("id"), answer.get("web_url", ""))
+
+    def next_delay(self) -> float:
+        full = min(self.backoff_max, self.backoff_base * 2 ** (self.failures - 1))
+        return full * (0.5 + self.jitter() / 2)
+
+    def run(self, stop: threading.Event, idle_poll: float = 5.0) -> None:
+        """Ship until `stop` is set: right away when woken (a new bundle), else every idle_poll
+        seconds, and after a failure only once its backoff has passed."""
+        while not stop.is_set():
+            ok = self.ship_pending()
+            self.wake.clear()
+            if ok:
+                self.wake.wait(idle_poll)
+            else:
+                stop.wait(self.next_delay())
+
+    def ship_until(self, deadline: float) -> bool:
+        """Ship with retries until the outbox is empty or time.monotonic() passes `deadline`."""
+        while True:
+            if self.ship_pending():
+                return True
+            delay = self.next_delay()
+            if time.monotonic() + delay > deadline:
+                return False
+            time.sleep(delay)
+
