@@ -8,6 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from rules.features import parse_attrs
+
 CAPTURE_ERRORS = ("cudaErrorStreamCaptureUnsupported", "cudaErrorStreamCaptureInvalidated",
                   "cudaErrorStreamCaptureMerge", "cudaErrorStreamCaptureUnmatched",
                   "cudaErrorStreamCaptureUnjoined", "cudaErrorStreamCaptureIsolation",
@@ -54,7 +56,7 @@ def collective_duration(ctx):
     ev = ctx.events
     coll = ev[(ev["kind"] == "collective") & (ev["dur"] > 0)]
     timeouts = ev[(ev["kind"] == "error") & (ev["name"] == "NCCLWatchdogTimeout")]
-    elapsed = timeouts["attrs"].map(lambda a: _attr(a, "elapsed_ms")).astype(float)
+    elapsed = timeouts["attrs"].map(lambda a: parse_attrs(a).get("elapsed_ms")).astype(float)
     frames = []
     if not coll.empty:
         frames.append(_obs(coll["ts"], coll["dur"] / 1e6))
@@ -84,14 +86,6 @@ def error_count(ctx):
     ev = ctx.events
     err = ev[(ev["kind"] == "error") & ev["severity"].isin(["error", "critical"])]
     return _obs(err["ts"], 1.0) if not err.empty else None
-
-
-def _attr(attrs: str, key: str):
-    import orjson
-    try:
-        return orjson.loads(attrs).get(key)
-    except (orjson.JSONDecodeError, AttributeError):
-        return None
 
 
 SLI_FUNCTIONS = {f.__name__: f for f in (token_latency, token_latency_tail_ratio, time_to_first_token,

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
+import orjson
 import pandas as pd
 
 from ingest.events import CATEGORY_COLUMNS, COLUMNS, DEFAULTS
@@ -106,6 +107,15 @@ def as_event_frame(df: pd.DataFrame | None) -> pd.DataFrame:
     return pd.DataFrame(out, index=pd.RangeIndex(n), copy=False)
 
 
+def parse_attrs(text: str) -> dict:
+    """One row's `attrs` JSON as a dict ({} when it is not a JSON object)."""
+    try:
+        value = orjson.loads(text)
+    except (orjson.JSONDecodeError, TypeError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
 class FeatureError(RuntimeError):
     pass
 
@@ -156,4 +166,5 @@ class TraceContext:
         return self.events if source is None else self.feature(source)
 
 
-__all__ = ["feature", "list_features", "get_feature", "as_event_frame", "TraceContext", "FeatureError"]
+__all__ = ["feature", "list_features", "get_feature", "as_event_frame", "parse_attrs", "TraceContext",
+           "FeatureError"]

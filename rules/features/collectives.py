@@ -23,21 +23,12 @@ import json
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
-import orjson
 import pandas as pd
 
-from rules.features import feature
+from rules.features import feature, parse_attrs
 
 STATE_ORDER = {"scheduled": 0, "started": 1, "completed": 2}
 SIZE_FREE_OPS = ("all_to_all", "alltoall", "gather", "scatter")  # sizes may differ by design (uneven splits, root)
-
-
-def parse_attrs(s: str) -> dict:
-    try:
-        v = orjson.loads(s)
-        return v if isinstance(v, dict) else {}
-    except orjson.JSONDecodeError:
-        return {}
 
 
 def to_int(v) -> int | None:

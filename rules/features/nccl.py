@@ -14,8 +14,8 @@ import json
 
 import pandas as pd
 
-from rules.features import feature
-from rules.features.collectives import Divergence, first_divergences, fr_entries, parse_attrs as _attrs, to_int as _int
+from rules.features import feature, parse_attrs as _attrs
+from rules.features.collectives import Divergence, first_divergences, fr_entries, to_int as _int
 
 TIMEOUT_NAMES = ("NCCLWatchdogTimeout", "NCCLWatchdogFailure", "NCCLBlockingWaitTimeout")
 

@@ -15,24 +15,15 @@ from __future__ import annotations
 
 import json
 
-import orjson
 import pandas as pd
 
-from rules.features import feature
+from rules.features import feature, parse_attrs as _attrs
 
 MATERIAL_CACHE_SHARE = 0.10     # U / reserved at or above this is a real cache, not a rounding
 CAP_SHARE = 0.95                # an "allowed" figure below this share of capacity is a cap
 CAPTURE_MARKERS = ("capture cuda graph", "cuda_graph_runner", "torch/cuda/graphs.py", "capture_begin",
                    "cudagraph", "graph capture")
 GIB = 2**30
-
-
-def _attrs(s: str) -> dict:
-    try:
-        v = orjson.loads(s)
-        return v if isinstance(v, dict) else {}
-    except orjson.JSONDecodeError:
-        return {}
 
 
 def _snapshot_figures(ev: pd.DataFrame) -> dict:

@@ -1,6 +1,5 @@
 """Logs the corpus copy lacks (cudagraph_abort/errors.log, oom_*/errors.log and server.log
 are empty there), written at run time as torch 2.x prints them, plus bad input."""
-import re
 
 import pandas as pd
 import pytest
