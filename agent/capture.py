@@ -45,7 +45,8 @@ class Capture:
 
     def bundle(self, labels: dict[str, str], start: float, end: float, name: str = "") -> Bundle | None:
         window = {"window_start": iso(start), "window_end": iso(end)}
-        return self.spool.make_bundle({**labels, **window}, name or f"{labels.get('host', '')} {window['window_start']}")
+        name = name or f"{labels.get('host', '')} {window['window_start']}"
+        return self.spool.make_bundle({**labels, **window}, name)
 
     def finish(self, labels: dict[str, str], start: float, end: float, name: str = "") -> Bundle | None:
         """Stop capturing, spool everything left (unfinished lines, dumps still being watched)

@@ -89,7 +89,7 @@ def cmd_run(args) -> int:
     spool, shipper = _open(args)
     labels = base_labels(dict(args.labels))
     capture = Capture(spool, open_sampler(args.interval, labels["host"]),
-                      LogTailer(args.logs, spool) if args.logs else None,
+                      LogTailer(args.logs, spool, args.from_start) if args.logs else None,
                       DumpWatcher(args.dumps, spool) if args.dumps else None)
     if not (capture.sampler or capture.tailer or capture.dumps):
         log.error("nothing to capture: NVML is unavailable and no --logs or --dumps were given")
@@ -127,7 +127,7 @@ def cmd_wrap(args) -> int:
     spool, shipper = _open(args)
     labels = base_labels(dict(args.labels))
     return wrap(cmd, spool, labels, open_sampler(args.interval, labels["host"]), shipper, args.ship_timeout,
-                log_globs=args.logs, dump_dirs=args.dumps)
+                log_globs=args.logs, dump_dirs=args.dumps, logs_from_start=args.from_start)
 
 
 def cmd_ship(args) -> int:
@@ -194,6 +194,8 @@ def build_parser() -> argparse.ArgumentParser:
     def capture_args(s):
         s.add_argument("--interval", type=duration, default=0.1, help="NVML sample interval (default 0.1 s)")
         s.add_argument("--logs", nargs="+", default=[], metavar="GLOB", help="log files to follow")
+        s.add_argument("--from-start", action="store_true",
+                       help="ship what the log files already hold too (default: only what is appended)")
         s.add_argument("--dumps", nargs="+", default=[], metavar="DIR",
                        help="folders where flight-recorder dumps (nccl_trace_rank_*) and memory "
                             "snapshots (*.pickle) appear")
@@ -227,9 +229,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("tracedoc-agent: %(levelname)s: %(message)s"))
+    log.handlers[:] = [handler]
+    log.propagate = False
     quiet = not args.verbose and args.cmd != "run"  # a wrapped command's terminal stays uncluttered
-    logging.basicConfig(level=logging.WARNING if quiet else logging.INFO,
-                        format="tracedoc-agent: %(levelname)s: %(message)s", stream=sys.stderr)
+    log.setLevel(logging.WARNING if quiet else logging.INFO)
     return args.func(args)
 
 

@@ -97,13 +97,14 @@ def _tee(fd: int, terminal: BinaryIO, out: BoundedLog) -> None:
 
 def wrap(cmd: list[str], spool: Spool, labels: dict[str, str], sampler: Sampler | None = None,
          shipper: Shipper | None = None, ship_timeout: float = 120.0, log_globs: Iterable[str] = (),
-         dump_dirs: Iterable[str] = (), stdout: BinaryIO | None = None, stderr: BinaryIO | None = None) -> int:
+         dump_dirs: Iterable[str] = (), logs_from_start: bool = False,
+         stdout: BinaryIO | None = None, stderr: BinaryIO | None = None) -> int:
     """Run `cmd` under capture; returns its exit code (128+N when killed by signal N)."""
     work = spool.root / "wrap" / f"{time.time_ns()}-{os.getpid()}"
     work.mkdir(parents=True)
     env, prefix = capture_env(os.environ, work)
     dumps = DumpWatcher([prefix.parent, *dump_dirs], spool, patterns=(prefix.name + "*", *DUMP_PATTERNS))
-    capture = Capture(spool, sampler, LogTailer(log_globs, spool) if log_globs else None, dumps)
+    capture = Capture(spool, sampler, LogTailer(log_globs, spool, logs_from_start) if log_globs else None, dumps)
     output = BoundedLog(work / "output.log")
     started = time.time()
     try:
@@ -131,10 +132,10 @@ def wrap(cmd: list[str], spool: Spool, labels: dict[str, str], sampler: Sampler 
     output.close()
     rc = proc.returncode if proc.returncode >= 0 else 128 - proc.returncode
     spool.add_file(f"logs/{Path(cmd[0]).name}-{proc.pid}.log", output.path)
-    outcome = {"capture": "wrap", "command": shlex.join(cmd)[:200], "exit_code": str(rc),
-               "failed": "true" if rc else "false"}
+    command = " ".join(shlex.join(cmd).split())  # one line, for a label and a title
+    outcome = {"capture": "wrap", "command": command[:200], "exit_code": str(rc), "failed": "true" if rc else "false"}
     bundle = capture.finish({**labels, **outcome}, started, time.time(),
-                            name=f"{labels.get('host', '')}: {shlex.join(cmd)[:120]} (exit {rc})")
+                            name=f"{labels.get('host', '')}: {command[:120]} (exit {rc})")
     shutil.rmtree(work, ignore_errors=True)
     if rc:
         log.warning("%s exited with %d; flagged in the bundle's labels", cmd[0], rc)

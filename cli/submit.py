@@ -107,8 +107,9 @@ def folder_as_tar_gz(folder: Path) -> BinaryIO:
 def _report(client, trace: dict, deadline: float, wait: float) -> dict:
     """The report of an uploaded trace, polling its state past the server's own wait."""
     while trace.get("state") not in ("done", "failed") and time.monotonic() < deadline:
-        time.sleep(min(POLL_S, max(0.0, deadline - time.monotonic())))
         trace = client.trace(trace["id"])
+        if trace.get("state") not in ("done", "failed"):
+            time.sleep(min(POLL_S, max(0.0, deadline - time.monotonic())))
     where = trace.get("web_url") or f"trace {trace.get('id')}"
     if trace.get("state") == "failed":
         raise SubmitError(f"the server could not diagnose the trace: {trace.get('error') or 'no reason given'} "

@@ -44,12 +44,36 @@ def open_bytes(path: Path | str, limit: int = MAX_DECOMPRESSED):
 
 
 def read_head(path: Path | str, n: int = HEAD_BYTES) -> bytes:
-    """The first n bytes of content (decompressed); b'' for a damaged gzip header."""
+    """The first n bytes of content (decompressed); b'' for a damaged gzip header.
+
+    A gzip file whose whole content is shorter than n bytes is checked for its end-of-stream
+    marker: a truncated one is a ParseError naming the compressed size, since no parser can
+    make sense of half a file (larger files are checked by their parser as it streams)."""
+    from ingest.events import ParseError
+    path = Path(path)
+    truncated = ParseError(path.name, f"compressed byte {path.stat().st_size:,}",
+                           "a complete gzip stream; it ends early (the file is truncated)")
     try:
         with open_bytes(path) as f:
-            return f.read(n)
-    except (OSError, EOFError):
+            head = f.read(n)
+    except EOFError:
+        raise truncated from None
+    except OSError:
         return b""
+    if len(head) < n and is_gzip(path) and not _gzip_complete(path):
+        raise truncated
+    return head
+
+
+def _gzip_complete(path: Path) -> bool:
+    """Does the (small) gzip file end with its end-of-stream marker?"""
+    import zlib
+    inflater = zlib.decompressobj(wbits=31)
+    try:
+        inflater.decompress(path.read_bytes())
+    except zlib.error:
+        return False
+    return inflater.eof
 
 
 def read_all(path: Path | str, limit: int = MAX_DECOMPRESSED) -> bytes:

@@ -1,0 +1,111 @@
+import io
+import json
+import sys
+import tarfile
+from pathlib import Path
+
+from agent.main import main
+from agent.nvml_sampler import Sampler
+from agent.spool import Spool
+from agent.uploader import ApiClient, Shipper
+from agent.wrap import BoundedLog, wrap
+from ingest.bundle import expand
+from ingest.parsers import detect
+from tests.agent.test_nvml_sampler import FakeReader
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "agent"
+
+# A training script in miniature: talks on both streams, leaves a flight-recorder dump where
+# the wrapper pointed it, reports the NCCL settings it saw, and fails with exit code 3.
+FAILING = """
+import os, sys
+print("step 1 loss 2.31", flush=True)
+print("NCCL_DEBUG=" + os.environ["NCCL_DEBUG"], "BUFFER=" + os.environ["TORCH_NCCL_TRACE_BUFFER_SIZE"],
+      "ON_TIMEOUT=" + os.environ["TORCH_NCCL_DUMP_ON_TIMEOUT"], flush=True)
+open(os.environ["TORCH_FR_DUMP_TEMP_FILE"] + "0", "wb").write(b"flight recorder dump of rank 0")
+print("RuntimeError: boom on rank 0", file=sys.stderr)
+sys.exit(3)
+"""
+
+
+def bundle_members(path) -> dict[str, bytes]:
+    with tarfile.open(path, "r:gz") as tar:
+        return {m.name: tar.extractfile(m).read() for m in tar.getmembers()}
+
+
+def test_wrap_captures_output_dumps_and_samples_and_flags_the_exit(tmp_path, monkeypatch):
+    monkeypatch.delenv("NCCL_DEBUG", raising=False)
+    monkeypatch.setenv("TORCH_NCCL_TRACE_BUFFER_SIZE", "50")  # the user's own setting is kept
+    spool = Spool(tmp_path / "spool")
+    out, err = io.BytesIO(), io.BytesIO()
+    sampler = Sampler(FakeReader(), interval=0.01, host="h").start()
+
+    rc = wrap([sys.executable, "-c", FAILING], spool, {"host": "h", "job": "t"}, sampler, stdout=out, stderr=err)
+
+    assert rc == 3
+    assert out.getvalue().startswith(b"step 1 loss 2.31\n")  # still reaches the terminal
+    assert err.getvalue() == b"RuntimeError: boom on rank 0\n"
+    [bundle] = spool.bundles()
+    labels = bundle.meta["labels"]
+    assert (labels["exit_code"], labels["failed"], labels["job"], labels["capture"]) == ("3", "true", "t", "wrap")
+    assert labels["command"].startswith(sys.executable)
+    files = bundle_members(bundle.path)
+    [log_name] = [n for n in files if n.startswith("logs/")]
+    log = files[log_name]
+    assert b"step 1 loss 2.31\n" in log and b"RuntimeError: boom on rank 0\n" in log
+    assert b"NCCL_DEBUG=INFO BUFFER=50 ON_TIMEOUT=1" in log
+    assert files["dumps/nccl_trace_rank_0"] == b"flight recorder dump of rank 0"
+    samples = [json.loads(x) for x in files["nvml_samples.jsonl"].splitlines()]
+    assert samples and {s["gpu"] for s in samples} == {0, 1}
+    assert not (spool.root / "wrap").exists() or not any((spool.root / "wrap").iterdir())
+
+
+def test_wrap_ships_the_bundle_when_the_command_exits(tmp_path, stub_server):
+    server = stub_server(lambda rec: (201, {"id": 9, "state": "received", "web_url": "http://s/traces/9/"}))
+    spool = Spool(tmp_path / "spool")
+    shipper = Shipper(spool, ApiClient(server.url, "tok"))
+    rc = wrap([sys.executable, "-c", "import sys; print('x', file=sys.stderr); sys.exit(3)"], spool,
+              {"host": "h"}, shipper=shipper, stdout=io.BytesIO(), stderr=io.BytesIO())
+    assert rc == 3
+    [upload] = server.received
+    assert json.loads(upload.fields["labels"])["exit_code"] == "3"
+    assert spool.bundles() == []
+
+
+def test_the_agent_command_without_a_gpu_says_so_and_still_wraps(tmp_path, capfd):
+    rc = main(["wrap", "--spool", str(tmp_path / "spool"), "--", sys.executable, "-c",
+               "import sys; print('hi from the job', file=sys.stderr); sys.exit(3)"])
+    out, err = capfd.readouterr()
+    assert rc == 3
+    assert "hi from the job" in err
+    assert "Traceback" not in err
+    if "NVML unavailable" in err:  # a host without a GPU: one clear line, the capture goes on
+        assert "no GPU samples will be captured" in err
+    assert "the bundle stays in the spool" in err
+    assert len(Spool(tmp_path / "spool").bundles()) == 1
+
+
+def test_a_missing_command_exits_127(tmp_path):
+    assert wrap(["/nonexistent/train"], Spool(tmp_path), {}) == 127
+
+
+def test_the_log_keeps_head_and_tail_of_long_output(tmp_path):
+    log = BoundedLog(tmp_path / "out.log", head=10, tail=10)
+    for i in range(10):
+        log.write(b"%05d" % i)  # 50 bytes in all
+    log.close()
+    text = (tmp_path / "out.log").read_bytes()
+    assert text.startswith(b"0000000001")
+    assert text.endswith(b"0000800009")
+    assert b"[tracedoc-agent: 30 bytes of output left out here]" in text
+
+
+def test_the_bundle_captured_on_an_h200_expands_into_parsable_artifacts(tmp_path):
+    """`wrap` ran a CUDA matmul that exits 3 on an H200 (tests/fixtures/agent): the server's
+    bundle expansion and format detection see the NVML samples and the command's log."""
+    labels = json.loads((FIXTURES / "wrap_bundle_h200.json").read_text())["labels"]
+    assert labels["exit_code"] == "3" and labels["failed"] == "true"
+    with expand([FIXTURES / "wrap_bundle_h200.tar.gz"], tmp_path) as members:
+        formats = {m.name: detect(m.path, m.name).FORMAT for m in members}
+    assert formats["nvml_samples.jsonl"] == "nvml_jsonl"
+    assert [f for name, f in formats.items() if name.startswith("logs/")] == ["log"]
