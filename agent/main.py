@@ -58,7 +58,13 @@ def default_spool() -> str:
 
 def read_token(args) -> str:
     if args.token_file:
-        return Path(args.token_file).read_text().strip()
+        path = Path(args.token_file)
+        try:
+            if path.stat().st_mode & 0o077:
+                log.warning("%s can be read by other users; chmod 600 it", path)
+            return path.read_text().strip()
+        except OSError as e:
+            raise SystemExit(f"tracedoc-agent: cannot read the token file: {e}") from None
     return args.token or ""
 
 

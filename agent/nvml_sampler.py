@@ -195,12 +195,15 @@ class Sampler:
         return data
 
     def _run(self) -> None:
-        next_at = time.monotonic()
+        next_at, last_error = time.monotonic(), ""
         while not self._stop.is_set():
             try:
                 self.sample_once()
-            except Exception:  # one bad read must not end sampling for the whole run
-                log.exception("NVML sample failed")
+                last_error = ""
+            except Exception as e:  # one bad read must not end sampling for the whole run
+                if str(e) != last_error:  # a lasting failure (GPU gone) is logged once, not 10 times a second
+                    log.warning("NVML sample failed: %s", e)
+                last_error = str(e)
             next_at += self.interval
             delay = next_at - time.monotonic()
             if delay < 0:  # slower than the interval: keep going, don't try to catch up

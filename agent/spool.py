@@ -65,8 +65,9 @@ class Spool:
         self.max_bytes = max_bytes
         self.tmp, self.chunks = self.root / "tmp", self.root / "chunks"
         self.outbox, self.rejected = self.root / "outbox", self.root / "rejected"
+        self.root.mkdir(mode=0o700, parents=True, exist_ok=True)  # logs and dumps can be sensitive
         for d in (self.tmp, self.chunks, self.outbox, self.rejected):
-            d.mkdir(parents=True, exist_ok=True)
+            d.mkdir(mode=0o700, exist_ok=True)
         for leftover in self.tmp.iterdir():  # half-written by a process that died
             _remove(leftover)
         self._seq = itertools.count()
