@@ -4,13 +4,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-EXIT_OK, EXIT_FINDINGS, EXIT_BAD_INPUT = 0, 1, 2
+from cli.output import EXIT_BAD_INPUT, print_report
 
 
 def cmd_diagnose(args) -> int:
     from diagnosis.pipeline import run
-    from diagnosis.render import RENDERERS
-    from diagnosis.severity import at_least
     from ingest.events import ParseError
     from rules.loader import RuleError
 
@@ -19,17 +17,7 @@ def cmd_diagnose(args) -> int:
     except (ParseError, RuleError, FileNotFoundError) as e:
         print(f"tracedoc: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    unusable = [a for a in report["trace"]["artifacts"] if a["format"] == "unknown"]
-    for a in unusable:
-        print(f"tracedoc: {a['warnings'][-1]}", file=sys.stderr)
-    render = RENDERERS[args.format]
-    out = render(report, args.fail_on) if args.format == "junit" else render(report)
-    sys.stdout.write(out if out.endswith("\n") else out + "\n")
-    if unusable and len(unusable) == len(report["trace"]["artifacts"]):
-        return EXIT_BAD_INPUT
-    if any(at_least(f["severity"], args.fail_on) for f in report["findings"]):
-        return EXIT_FINDINGS
-    return EXIT_OK
+    return print_report(report, args.format, args.fail_on)
 
 
 def default_corpus() -> str:

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import BinaryIO
 
-EXIT_OK, EXIT_FINDINGS, EXIT_BAD_INPUT = 0, 1, 2
+from cli.output import EXIT_BAD_INPUT, print_report
 SERVER_MAX_WAIT_S = 300  # the server answers ?wait= for at most this long; longer waits poll
 POLL_S = 2.0
 
@@ -120,21 +120,3 @@ def _report(client, trace: dict, deadline: float, wait: float) -> dict:
     return trace.get("report") or client.report(trace["id"])
 
 
-def print_report(report: dict, fmt: str, fail_on: str) -> int:
-    """Render the report on stdout; the exit status `tracedoc diagnose` would give it."""
-    from diagnosis.render import RENDERERS
-    from diagnosis.severity import at_least
-
-    artifacts = report["trace"]["artifacts"]
-    unusable = [a for a in artifacts if a["format"] == "unknown"]
-    for a in unusable:
-        print(f"tracedoc: {a['warnings'][-1] if a['warnings'] else a['path'] + ': format not recognised'}",
-              file=sys.stderr)
-    render = RENDERERS[fmt]
-    out = render(report, fail_on) if fmt == "junit" else render(report)
-    sys.stdout.write(out if out.endswith("\n") else out + "\n")
-    if unusable and len(unusable) == len(artifacts):
-        return EXIT_BAD_INPUT
-    if any(at_least(f["severity"], fail_on) for f in report["findings"]):
-        return EXIT_FINDINGS
-    return EXIT_OK
