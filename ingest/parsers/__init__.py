@@ -35,6 +35,7 @@ PARSERS = [
     "kineto",
     "otlp_json",
     "memory_stats",
+    "memory_timeline",
     "nvml_jsonl",
     "token_latency",
     # CSV / text family
