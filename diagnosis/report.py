@@ -70,6 +70,7 @@ def build_report(artifacts, events: pd.DataFrame, rules=None, alignment: list[di
             "start_ts": span[0],
             "end_ts": span[1],
             "alignment": alignment or [],
+            "series": _series(ctx),
         },
         "findings": out_findings,
         "violations": violations,
@@ -77,6 +78,23 @@ def build_report(artifacts, events: pd.DataFrame, rules=None, alignment: list[di
         "rule_errors": rule_errors,
         "summary": _summary(out_findings, violations),
     }
+
+
+MAX_SERIES_POINTS = 5000
+
+
+def _series(ctx) -> dict:
+    """Small time series the UI plots: per-step latency with cold-start and spike flags."""
+    try:
+        steps = ctx.feature("decode_steps")
+    except Exception:  # a plot is never worth failing the report
+        return {}
+    if steps.empty:
+        return {}
+    steps = steps.iloc[:MAX_SERIES_POINTS]
+    return {"step_latency_ms": [
+        {"ts": int(t), "step": int(i), "ms": round(float(v), 3), "cold": bool(c), "spike": bool(sp)}
+        for t, i, v, c, sp in zip(steps["ts"], steps["step"], steps["value"], steps["cold"], steps["spike"])]}
 
 
 def _time_span(events: pd.DataFrame) -> tuple[int | None, int | None]:
