@@ -77,8 +77,8 @@ def graph_replay_success(ctx):
 
 
 def oom_count(ctx):
-    ev = ctx.events
-    oom = ev[ev["kind"] == "oom"]
+    """Allocation failures, each counted once however many artifacts saw it."""
+    oom = ctx.feature("oom_analysis")
     return _obs(oom["ts"], 1.0) if not oom.empty else None
 
 

@@ -70,9 +70,51 @@ def classify(f: dict) -> tuple[str, str]:
     return "undetermined", "the message is cut before the free/allocated/reserved figures"
 
 
-@feature("oom_analysis", doc="One row per out-of-memory event with its figures and verdict: attrs.cause is "
-         "process_cap | fragmentation | capacity | undetermined; attrs.in_capture is true when the OOM was "
-         "raised inside CUDA Graph capture; attrs.reason explains the verdict.")
+FIGURE_KEYS = ("tried_to_allocate", "total_capacity", "free", "in_use_by_process", "allowed",
+               "allocated_by_pytorch", "reserved_unallocated", "reserved")
+# the profiler's [OutOfMemory] instant event names its figures differently
+KINETO_KEYS = {"Bytes": "tried_to_allocate", "Total Allocated": "allocated_by_pytorch", "Total Reserved": "reserved"}
+SAME_OOM_NS = 5 * 10**6     # one failure seen by the log, the profiler and the snapshot within this
+SOURCE_PREFERENCE = {"log": 0, "memory_snapshot": 1, "kineto": 2}  # whose text leads the evidence
+
+
+def _figures(row, a: dict, snap: dict) -> dict:
+    figures = {k: a[k] for k in FIGURE_KEYS if isinstance(a.get(k), (int, float))}
+    for raw, key in KINETO_KEYS.items():
+        if isinstance(a.get(raw), (int, float)):
+            figures.setdefault(key, a[raw])
+    if row["source"] == "memory_snapshot":
+        if row["value"] == row["value"]:
+            figures.setdefault("tried_to_allocate", row["value"])
+        if isinstance(a.get("device_free"), (int, float)):
+            figures.setdefault("free", a["device_free"])
+        for k, v in snap.items():
+            figures.setdefault(k, v)
+    return figures
+
+
+def _incidents(ooms: pd.DataFrame, snap: dict) -> list[list[tuple[dict, dict, dict]]]:
+    """OOM rows grouped by failure: same request size, within SAME_OOM_NS of each other."""
+    groups: list[list[tuple[dict, dict, dict]]] = []
+    for _, row in ooms.sort_values("ts").iterrows():
+        a = _attrs(row["attrs"])
+        figures = _figures(row, a, snap)
+        for group in groups:
+            head = group[0]
+            if (abs(int(row["ts"]) - int(head[0]["ts"])) <= SAME_OOM_NS
+                    and figures.get("tried_to_allocate") == head[2].get("tried_to_allocate")):
+                group.append((row.to_dict(), a, figures))
+                break
+        else:
+            groups.append([(row.to_dict(), a, figures)])
+    return groups
+
+
+@feature("oom_analysis", doc="One row per out-of-memory failure with its figures and verdict; the same "
+         "failure seen by a log, the profiler and a memory snapshot is one row whose figures merge all three. "
+         "attrs.cause is process_cap | fragmentation | capacity | undetermined; attrs.in_capture is true when "
+         "the OOM was raised inside CUDA Graph capture; attrs.reason explains the verdict; attrs.seen_in lists "
+         "the artifacts.")
 def oom_analysis(ctx) -> pd.DataFrame:
     ev = ctx.events
     ooms = ev[ev["kind"] == "oom"]
@@ -80,24 +122,24 @@ def oom_analysis(ctx) -> pd.DataFrame:
         return ooms
     snap = _snapshot_figures(ev)
     rows = []
-    for _, row in ooms.iterrows():
-        a = _attrs(row["attrs"])
-        figures = {k: a.get(k) for k in ("tried_to_allocate", "total_capacity", "free", "in_use_by_process",
-                                         "allowed", "allocated_by_pytorch", "reserved_unallocated", "reserved")
-                   if isinstance(a.get(k), (int, float))}
-        if row["source"] == "memory_snapshot":
-            figures.setdefault("tried_to_allocate", row["value"] if row["value"] == row["value"] else None)
-            if isinstance(a.get("device_free"), (int, float)):
-                figures.setdefault("free", a["device_free"])
-            for k, v in snap.items():
+    for group in _incidents(ooms, snap):
+        group.sort(key=lambda item: SOURCE_PREFERENCE.get(str(item[0]["source"]), 9))
+        row, a, _ = group[0]
+        figures: dict = {}
+        for _, _, f in group:
+            for k, v in f.items():
                 figures.setdefault(k, v)
-        figures = {k: v for k, v in figures.items() if v is not None}
         cause, reason = classify(figures)
-        text = str(a.get("text") or a.get("message") or "").lower()
+        text = " ".join(str(x.get("text") or x.get("message") or "") for _, x, _ in group).lower()
         in_capture = any(m in text for m in CAPTURE_MARKERS)
-        out = row.to_dict()
-        out["attrs"] = json.dumps({**a, **figures, "cause": cause, "reason": reason, "in_capture": in_capture,
+        seen_in = sorted({str(r["artifact"]) for r, _, _ in group})
+        if not a.get("text"):  # dumps and profiler events carry numbers, not a message: say them
+            a = {**a, "text": "out of memory: " + ", ".join(
+                f"{k.replace('_', ' ')} {v / GIB:.2f} GiB" for k, v in figures.items()
+                if k in FIGURE_KEYS) + f" (seen in {', '.join(seen_in)})"}
+        row["attrs"] = json.dumps({**a, **figures, "cause": cause, "reason": reason, "in_capture": in_capture,
+                                   "seen_in": seen_in,
                                    "figures_gib": {k: round(v / GIB, 2) for k, v in figures.items()
                                                    if k not in ("segments", "segments_with_live_block")}})
-        rows.append(out)
+        rows.append(row)
     return pd.DataFrame(rows)

@@ -14,8 +14,10 @@ H200 = {
     "h200/fragmented_decode": ({"allocator.churn": "warning"}, {"cuda_oom.fragmentation"}),
     "h200/compile_cudagraphs": ({"torch_compile.graph_break": "warning",
                                  "torch_compile.cudagraph_skipped": "warning"}, set()),
-    "h200/oom_fragmentation": ({"cuda_oom.process_cap": "error"}, {"cuda_oom.capacity", "cuda_oom.fragmentation"}),
-    "h200/oom_true_fragmentation": ({"cuda_oom.fragmentation": "error"}, {"cuda_oom.capacity", "cuda_oom.process_cap"}),
+    "h200/oom_fragmentation": ({"cuda_oom.process_cap": "error"},
+                               {"cuda_oom.capacity", "cuda_oom.fragmentation", "cuda_oom.undetermined"}),
+    "h200/oom_true_fragmentation": ({"cuda_oom.fragmentation": "error"},
+                                    {"cuda_oom.capacity", "cuda_oom.process_cap", "cuda_oom.undetermined"}),
     "h200/nccl_timeout": ({"nccl.timeout.stream_blocked": "critical"},
                           {"nccl.timeout.peer_missing", "nccl.timeout.undetermined"}),
     "h200/launch_bound_decode": ({"gpu.launch_bound": "warning"}, {"host.sync_stall"}),
@@ -125,3 +127,12 @@ def test_public_log(name):
 def test_public_log_quiet(name):
     report = scenarios.report(CORPUS / "public" / "logs" / name)
     assert not [f for f in report["findings"] if RANK[f["severity"]] >= RANK["error"]]
+
+
+def test_one_oom_seen_by_three_artifacts_counts_once():
+    """The profiler's [OutOfMemory] event and the snapshot's oom action are the same failures."""
+    report = scenarios.report(CORPUS / "h200/oom_fragmentation")
+    cap = next(f for f in report["findings"] if f["root_cause"] == "cuda_oom.process_cap")
+    assert cap["metrics"]["count"] == 2
+    headroom = next(v for v in report["violations"] if v["slo"] == "memory_headroom")
+    assert headroom["observed"] == 2
