@@ -54,6 +54,14 @@ class LatencyChart:
         return not self.points
 
     @property
+    def median_label(self) -> str:
+        return f"{format_ms(self.median_ms)} ms" if self.median_ms is not None else ""
+
+    @property
+    def off_scale(self) -> list[Point]:
+        return [p for p in self.points if p.clipped]
+
+    @property
     def spikes(self) -> int:
         return sum(p.kind == "spike" for p in self.points)
 

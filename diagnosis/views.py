@@ -6,6 +6,7 @@ from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_GET, require_POST
 
 from diagnosis.forms import ClusterTriageForm
+from diagnosis.latency_chart import chart
 from diagnosis.models import Cluster
 from diagnosis.timeline import layout
 from ingest.models import Artifact, Trace
@@ -13,7 +14,7 @@ from ingest.models import Artifact, Trace
 
 def report_context(trace: Trace) -> dict:
     """What the trace page shows of a finished report: clusters with their findings (the
-    headline first), SLO violations and the timeline."""
+    headline first), SLO violations, the timeline and the per-step latency chart."""
     report = trace.report or {}
     findings = {f["id"]: f for f in report.get("findings", [])}
     team_clusters = {c.fingerprint: c for c in Cluster.objects.filter(
@@ -25,7 +26,8 @@ def report_context(trace: Trace) -> dict:
     lanes = [(a["path"], a.get("start_ts"), a.get("end_ts")) for a in report.get("trace", {}).get("artifacts", [])] \
         or [(a.name, a.start_ts, a.end_ts) for a in trace.artifacts.exclude(format__in=Artifact.CONTAINERS)]
     return {"report": report, "clusters": clusters, "violations": report.get("violations", []),
-            "timeline": layout(lanes, report.get("findings", []))}
+            "timeline": layout(lanes, report.get("findings", [])),
+            "latency_chart": chart(report.get("trace", {}).get("series", {}).get("step_latency_ms", []))}
 
 
 def get_cluster_for(request, cluster_id: int) -> Cluster:

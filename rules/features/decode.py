@@ -104,7 +104,7 @@ def steady_state(ctx) -> pd.DataFrame:
 
 
 @feature("latency_jitter", doc="Steady-state step latency (one summary row): value = p99 / median; "
-         "attrs: p50_ms, p99_ms, max_ms, steps, spikes.")
+         "attrs: p50_ms, p99_ms, tail_ms (p99 - median), max_ms, steps, spikes.")
 def latency_jitter(ctx) -> pd.DataFrame:
     steps = ctx.feature("decode_steps")
     steady = steps[~steps["cold"]] if not steps.empty else steps
@@ -116,7 +116,7 @@ def latency_jitter(ctx) -> pd.DataFrame:
     row["dur"] = int(steady["ts"].iloc[-1] + steady["dur"].iloc[-1] - steady["ts"].iloc[0])
     row["name"] = "latency_jitter"
     row["value"] = p99 / p50 if p50 > 0 else float("nan")
-    row["attrs"] = json.dumps({"p50_ms": round(p50, 3), "p99_ms": round(p99, 3),
+    row["attrs"] = json.dumps({"p50_ms": round(p50, 3), "p99_ms": round(p99, 3), "tail_ms": round(p99 - p50, 3),
                                "max_ms": round(float(lat.max()), 3), "steps": int(len(lat)),
                                "spikes": int(steady["spike"].sum()), "ratio": round(p99 / p50, 2)})
     return row

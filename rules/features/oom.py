@@ -74,7 +74,8 @@ FIGURE_KEYS = ("tried_to_allocate", "total_capacity", "free", "in_use_by_process
                "allocated_by_pytorch", "reserved_unallocated", "reserved")
 # the profiler's [OutOfMemory] instant event names its figures differently
 KINETO_KEYS = {"Bytes": "tried_to_allocate", "Total Allocated": "allocated_by_pytorch", "Total Reserved": "reserved"}
-SAME_OOM_NS = 5 * 10**6     # one failure seen by the log, the profiler and the snapshot within this
+SAME_OOM_NS = 10**9         # one failure seen by the log, the profiler and the snapshot within this
+                            # (logs often print milliseconds or whole seconds)
 SOURCE_PREFERENCE = {"log": 0, "memory_snapshot": 1, "kineto": 2}  # whose text leads the evidence
 
 

@@ -42,3 +42,26 @@ def test_per_process_cap_oom_with_its_message(tmp_path):
     assert not causes & {"cuda_oom.capacity", "cuda_oom.fragmentation"}
     cap = next(f for f in report["findings"] if f["root_cause"] == "cuda_oom.process_cap")
     assert "8.39 GiB" in cap["explanation"]
+
+
+TRUE_FRAGMENTATION_LOG = """2026-11-29 08:55:52,948 ERROR request 17 failed
+Traceback (most recent call last):
+  File "/srv/app/server.py", line 88, in handle
+    out = torch.empty(48 * 2**20, dtype=torch.uint8, device="cuda")
+          ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^
+torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 48.00 MiB. GPU 0 has a total capacity of 139.80 GiB \
+of which 9.00 MiB is free. Including non-PyTorch memory, this process has 139.78 GiB memory in use. Of the allocated \
+memory 41.78 GiB is allocated by PyTorch, and 97.49 GiB is reserved by PyTorch but unallocated. If reserved but \
+unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  \
+See documentation for Memory Management  (https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)
+"""
+
+
+def test_true_fragmentation_with_its_server_log(tmp_path):
+    report = scenarios.report(bundle(tmp_path, "oom_true_fragmentation", "server.log", TRUE_FRAGMENTATION_LOG))
+    causes = {f["root_cause"] for f in report["findings"]}
+    assert "cuda_oom.fragmentation" in causes
+    assert not causes & {"cuda_oom.capacity", "cuda_oom.process_cap", "cuda_oom.undetermined"}
+    frag = next(f for f in report["findings"] if f["root_cause"] == "cuda_oom.fragmentation")
+    assert "97.49 GiB" in frag["explanation"]
+    assert any(ev["artifact"] == "server.log" for ev in frag["evidence"])
