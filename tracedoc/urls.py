@@ -9,6 +9,7 @@ from rules.api.urls import urlpatterns as rules_api
 urlpatterns = [
     path("", include("ingest.urls")),
     path("clusters/", include("diagnosis.urls")),
+    path("rules/", include("rules.urls")),
     path("accounts/", include("django.contrib.auth.urls")),
     path("admin/", admin.site.urls),
     path("api/v1/", include((ingest_api + diagnosis_api + rules_api, "api"))),

@@ -18,6 +18,7 @@ import json
 import pandas as pd
 
 from rules.features import feature, parse_attrs as _attrs
+from rules.quantities import human_bytes
 
 MATERIAL_CACHE_SHARE = 0.10     # U / reserved at or above this is a real cache, not a rounding
 CAP_SHARE = 0.95                # an "allowed" figure below this share of capacity is a cap
@@ -40,6 +41,22 @@ def _snapshot_figures(ev: pd.DataFrame) -> dict:
     return out
 
 
+def _b(n: float) -> str:
+    return human_bytes(n)
+
+
+def _snapshot_detail(f: dict, request: float) -> str:
+    """What a memory snapshot adds: the largest hole and the segments nothing can release."""
+    parts = []
+    if f.get("largest_free_block") is not None:
+        parts.append(f"the largest free block was {f['largest_free_block'] / 2**20:.0f} MiB for a "
+                     f"{request / 2**20:.0f} MiB request")
+    if f.get("segments") and f.get("segments_with_live_block") is not None:
+        parts.append(f"{int(f['segments_with_live_block']):,} of {int(f['segments']):,} segments still hold a live "
+                     "tensor, so emptying the cache cannot return them")
+    return " (" + "; ".join(parts) + ")" if parts else ""
+
+
 def classify(f: dict) -> tuple[str, str]:
     """(cause, reason) from the figures of one OOM (bytes; missing keys allowed)."""
     R, T, F = f.get("tried_to_allocate"), f.get("total_capacity"), f.get("free")
@@ -48,25 +65,25 @@ def classify(f: dict) -> tuple[str, str]:
     if R is None:
         return "undetermined", "the request size is not in the evidence"
     if cap is not None and T and cap < CAP_SHARE * T:
-        return "process_cap", (f"the process may use only {cap / GIB:.2f} GiB of the device's {T / GIB:.2f} GiB "
-                               f"(a per-process cap){f', while {F / GIB:.2f} GiB was free on the device' if F else ''}")
+        return "process_cap", (f"the process may use only {_b(cap)} of the device's {_b(T)} "
+                               f"(a per-process cap){f', while {_b(F)} was free on the device' if F else ''}")
     if F is not None and F >= R and F > 0:
-        return "process_cap", (f"the device still had {F / GIB:.2f} GiB free, more than the {R / GIB:.2f} GiB "
+        return "process_cap", (f"the device still had {_b(F)} free, more than the {_b(R)} "
                                "requested: something capped this process (memory fraction, MIG slice, container)")
     if T and R > T:
-        return "capacity", f"the request ({R / GIB:.2f} GiB) is larger than the whole device ({T / GIB:.2f} GiB)"
+        return "capacity", f"the request ({_b(R)}) is larger than the whole device ({_b(T)})"
     if U is not None and Rsv:
         share = U / Rsv
         room = (F or 0) + U
         if R <= room and share >= MATERIAL_CACHE_SHARE:
-            return "fragmentation", (f"{U / GIB:.2f} GiB ({share:.0%} of the {Rsv / GIB:.2f} GiB reserved) was cached "
-                                     f"but unallocated, enough for the {R / GIB:.2f} GiB request, yet no free block "
-                                     "was large enough")
-        return "capacity", (f"live tensors hold {((A or Rsv - U)) / GIB:.2f} GiB; free plus cached memory "
-                            f"({room / GIB:.2f} GiB) " + ("cannot hold" if R > room else "is only a sliver next to")
-                            + f" the {R / GIB:.2f} GiB request")
+            return "fragmentation", (f"{_b(U)} ({share:.0%} of the {_b(Rsv)} reserved) was cached "
+                                     f"but unallocated, enough for the {_b(R)} request, yet no free block "
+                                     "was large enough" + _snapshot_detail(f, R))
+        return "capacity", (f"live tensors hold {_b(((A or Rsv - U)))}; free plus cached memory "
+                            f"({_b(room)}) " + ("cannot hold" if R > room else "is only a sliver next to")
+                            + f" the {_b(R)} request")
     if F is not None and T:
-        return "capacity", f"only {F / GIB:.2f} GiB of {T / GIB:.2f} GiB was free for a {R / GIB:.2f} GiB request"
+        return "capacity", f"only {_b(F)} of {_b(T)} was free for a {_b(R)} request"
     return "undetermined", "the message is cut before the free/allocated/reserved figures"
 
 
@@ -136,7 +153,7 @@ def oom_analysis(ctx) -> pd.DataFrame:
         seen_in = sorted({str(r["artifact"]) for r, _, _ in group})
         if not a.get("text"):  # dumps and profiler events carry numbers, not a message: say them
             a = {**a, "text": "out of memory: " + ", ".join(
-                f"{k.replace('_', ' ')} {v / GIB:.2f} GiB" for k, v in figures.items()
+                f"{k.replace('_', ' ')} {_b(v)}" for k, v in figures.items()
                 if k in FIGURE_KEYS) + f" (seen in {', '.join(seen_in)})"}
         row["attrs"] = json.dumps({**a, **figures, "cause": cause, "reason": reason, "in_capture": in_capture,
                                    "seen_in": seen_in,

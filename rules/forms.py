@@ -1,0 +1,42 @@
+from django import forms
+from django.urls import reverse
+
+from accounts.models import Team
+from ingest.models import Trace
+
+
+def unix_newlines(text: str) -> str:
+    """Browsers send a textarea with CRLF line ends: keep a rule's stored text byte-stable,
+    so an unchanged rule never counts as a changed one (which would need a version bump)."""
+    return text.replace("\r\n", "\n")
+
+
+class RuleForm(forms.Form):
+    """A rule's YAML text (validated live by htmx while it is typed) and, for a new rule of
+    a user in several teams, the team it belongs to."""
+    yaml = forms.CharField(label="Rule (YAML)", strip=False, widget=forms.Textarea(attrs={
+        "class": "yaml-editor", "spellcheck": "false", "autocomplete": "off", "rows": 26,
+        "hx-trigger": "keyup changed delay:500ms", "hx-target": "#validation", "hx-swap": "innerHTML"}))
+    team = forms.ModelChoiceField(queryset=Team.objects.none(), to_field_name="slug", empty_label=None)
+
+    def __init__(self, *args, user, new: bool, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["yaml"].widget.attrs["hx-post"] = reverse("rules:rule-validate")
+        teams = Team.objects.of(user)
+        self.fields["team"].queryset = teams
+        if not new or teams.count() <= 1:
+            del self.fields["team"]
+
+    def clean_yaml(self):
+        return unix_newlines(self.cleaned_data["yaml"])
+
+
+class TraceChoiceForm(forms.Form):
+    """Which finished trace to run a rule on."""
+    trace = forms.ModelChoiceField(queryset=Trace.objects.none(), empty_label=None,
+                                   label="Test against a trace")
+
+    def __init__(self, *args, traces, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["trace"].queryset = traces
+        self.fields["trace"].label_from_instance = lambda t: f"#{t.pk} {t} ({t.team})"
