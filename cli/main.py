@@ -36,6 +36,14 @@ def cmd_rules_test(args) -> int:
     return test_main(args.dir, args.corpus)
 
 
+def cmd_rules_features(args) -> int:
+    from rules.features import list_features
+    print("| feature | rows |\n|---|---|")
+    for f in list_features():
+        print(f"| `{f['name']}` | {f['doc']} |")
+    return 0
+
+
 def cmd_rules_coverage(args) -> int:
     from diagnosis.coverage import write_coverage
     return write_coverage(args.corpus, args.output, rules_dir=args.dir)
@@ -65,6 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("dir", nargs="?", help="folder of rules (default: the builtin pack)")
     t.add_argument("--corpus", default=default_corpus(), help="root the fixtures are relative to")
     t.set_defaults(func=cmd_rules_test)
+    r.add_parser("features", help="the built-in features rules can read (`from:`), as a Markdown table") \
+        .set_defaults(func=cmd_rules_features)
     c = r.add_parser("coverage", help="write the rule x scenario coverage table")
     c.add_argument("dir", nargs="?", help="folder of team rules to include")
     c.add_argument("--corpus", default=default_corpus())

@@ -175,3 +175,12 @@ def test_the_guide_example_is_a_valid_rule():
     guide = (Path(loader.__file__).parent.parent / "docs" / "rules.md").read_text()
     example = re.findall(r"```yaml\n(id: .*?)```", guide, re.S)[0]
     assert [r.id for r in load_rule_text(example, "docs/rules.md")] == ["cuda-graph.capture-aborted"]
+
+
+def test_docs_list_every_feature():
+    """docs/rules.md keeps the table `tracedoc rules features` prints."""
+    from rules.features import list_features
+    from tests.corpus import ROOT
+    docs = (ROOT / "docs" / "rules.md").read_text()
+    missing = [f["name"] for f in list_features() if f"| `{f['name']}` |" not in docs]
+    assert not missing, f"regenerate the table with `tracedoc rules features`: {missing}"
