@@ -37,6 +37,13 @@ class RuleViewSet(viewsets.ModelViewSet):
         except ValidationError as e:
             raise serializers.ValidationError({"yaml": e.messages}) from None
 
+    @extend_schema(responses={200: dict})
+    @action(detail=False, methods=["get"])
+    def features(self, request):
+        """The built-in features a rule can read with `from:` (name and what its rows hold)."""
+        from rules.features import list_features
+        return Response(list_features())
+
     @extend_schema(request=RuleTextSerializer, responses=RuleValidationSerializer)
     @action(detail=False, methods=["post"])
     def validate(self, request):

@@ -98,3 +98,10 @@ def test_testing_on_another_teams_trace_is_404(alice_api, charlie_api, charlie, 
     theirs = create_trace(other, charlie, [SimpleUploadedFile("a.log", b"x")])
     rule_id = create(alice_api).json()["id"]
     assert alice_api.post(f"/api/v1/rules/{rule_id}/test/", {"trace": theirs.pk}, format="json").status_code == 404
+
+
+def test_features_are_listed_for_rule_authors(alice_api):
+    body = alice_api.get("/api/v1/rules/features/").json()
+    names = {f["name"] for f in body}
+    assert {"oom_analysis", "nccl_timeouts", "decode_steps"} <= names
+    assert all(f["doc"] for f in body)
