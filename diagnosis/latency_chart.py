@@ -13,8 +13,8 @@ import statistics
 from dataclasses import dataclass, field
 
 PAD_L = 56      # y tick labels
-PAD_R = 88      # the median's label
-PAD_T = 18
+PAD_R = 104     # the median's label
+PAD_T = 26
 PAD_B = 38      # x tick labels and the axis name
 
 
@@ -26,6 +26,10 @@ class Point:
     y: float
     kind: str            # steady | spike | cold
     clipped: bool = False  # above the y scale, drawn on the top edge
+
+    @property
+    def label(self) -> str:
+        return f"{format_ms(self.ms)} ms"
 
 
 @dataclass(frozen=True)
@@ -93,7 +97,8 @@ def chart(series: list[dict], width: int = 960, height: int = 280, target_ticks:
     rows = [p for p in series if p.get("ms") is not None]
     if not rows:
         return out
-    scaled = [p["ms"] for p in rows if not p.get("cold")] or [p["ms"] for p in rows]
+    warm = [p["ms"] for p in rows if not p.get("cold")]
+    scaled = warm or [p["ms"] for p in rows]
     y_step = nice_step(max(scaled) / target_ticks)
     top = max(math.ceil(max(scaled) / y_step), 1) * y_step
     first, last = rows[0]["step"], rows[-1]["step"]
@@ -107,7 +112,6 @@ def chart(series: list[dict], width: int = 960, height: int = 280, target_ticks:
 
     out.points = [Point(p["step"], p["ms"], x(p["step"]), y(p["ms"]), kind_of(p), p["ms"] > top) for p in rows]
     out.path = "M" + " L".join(f"{p.x},{p.y}" for p in out.points)
-    warm = [p["ms"] for p in rows if not p.get("cold")]
     if warm:
         out.median_ms = round(statistics.median(warm), 3)
         out.median_y = y(out.median_ms)

@@ -34,7 +34,7 @@ class RuleForm(forms.Form):
 class TraceChoiceForm(forms.Form):
     """Which finished trace to run a rule on."""
     trace = forms.ModelChoiceField(queryset=Trace.objects.none(), empty_label=None,
-                                   label="Test against a trace")
+                                   label="Trace")
 
     def __init__(self, *args, traces, **kwargs):
         super().__init__(*args, **kwargs)

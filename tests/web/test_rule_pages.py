@@ -77,7 +77,8 @@ def test_the_new_rule_page_starts_from_a_valid_commented_template(logged_in):
     textarea = body.split('name="yaml"', 1)[1].split(">", 1)[1].split("</textarea>", 1)[0]
     starter = html.unescape(textarea)
     assert starter.lstrip().startswith("#")  # commented, for a team to adapt
-    assert "valid: team.slow-kernels v1" in logged_in.post("/rules/validate/", {"yaml": starter}).content.decode()
+    checked = logged_in.post("/rules/validate/", {"yaml": starter}).content.decode()
+    assert "valid: <code>team.slow-kernels</code> v1" in checked
 
 
 def test_a_valid_rule_is_created_from_the_form(logged_in, alice):
@@ -161,7 +162,8 @@ def test_a_rule_runs_alone_against_a_finished_trace(logged_in, graph_trace):
     assert launches == 20  # the corpus README: 20 healthy replays
     page = logged_in.get("/rules/new/").content.decode()
     assert f'<option value="{graph_trace.pk}"' in page
-    body = logged_in.post("/rules/test/", {"yaml": RULE, "trace": graph_trace.pk}, HTTP_HX_REQUEST="true").content.decode()
+    body = logged_in.post("/rules/test/", {"yaml": RULE, "trace": graph_trace.pk},
+                          HTTP_HX_REQUEST="true").content.decode()
     assert f"{launches} graph replay(s)" in body and "CUDA graph replays seen" in body
     assert body.count('class="finding"') == 1  # alone: none of the builtin pack's findings
     quiet = logged_in.post("/rules/test/", {"yaml": RULE.replace("cudaGraphLaunch", "noSuchCall"),
