@@ -84,6 +84,8 @@ def cold_start(ctx) -> pd.DataFrame:
         "first_ms": round(float(cold["value"].iloc[0]), 1),
         "steady_median_ms": round(float(steps["steady_median_ms"].iloc[0]), 2),
         "ratio": round(float(cold["value"].iloc[0]) / max(float(steps["steady_median_ms"].iloc[0]), 1e-9), 1),
+        "text": "cold steps " + ", ".join(f"{int(i)}: {v:.1f} ms" for i, v in zip(cold["step"], cold["value"]))
+                + f"; steady median {float(steps['steady_median_ms'].iloc[0]):.2f} ms",
     })
     return row
 
@@ -112,13 +114,17 @@ def latency_jitter(ctx) -> pd.DataFrame:
         return steady.iloc[0:0]
     lat = steady["value"].to_numpy()
     p50, p99 = float(np.median(lat)), float(np.quantile(lat, 0.99))
-    row = steady.iloc[[0]].copy()
+    row = steady.iloc[[int(np.argmax(lat))]].copy()  # evidence points at the slowest step
+    spikes = steady[steady["spike"]]
     row["dur"] = int(steady["ts"].iloc[-1] + steady["dur"].iloc[-1] - steady["ts"].iloc[0])
     row["name"] = "latency_jitter"
     row["value"] = p99 / p50 if p50 > 0 else float("nan")
     row["attrs"] = json.dumps({"p50_ms": round(p50, 3), "p99_ms": round(p99, 3), "tail_ms": round(p99 - p50, 3),
                                "max_ms": round(float(lat.max()), 3), "steps": int(len(lat)),
-                               "spikes": int(steady["spike"].sum()), "ratio": round(p99 / p50, 2)})
+                               "spikes": int(steady["spike"].sum()), "ratio": round(p99 / p50, 2),
+                               "text": f"slowest step {int(steady['step'].iloc[int(np.argmax(lat))])}: "
+                                       f"{float(lat.max()):.2f} ms; spikes at steps "
+                                       + ", ".join(str(int(i)) for i in spikes["step"].head(20))})
     return row
 
 
@@ -151,6 +157,8 @@ def alloc_churn(ctx) -> pd.DataFrame:
     jitter = ctx.feature("latency_jitter")
     if not jitter.empty:
         info["jitter_ratio"] = round(float(jitter["value"].iloc[0]), 2)
+    info["text"] = (f"{info['malloc']} allocation and {info['free']} free calls inside steady-state steps; "
+                    f"first {calls['name'].iloc[0]} here, last at {calls['loc'].iloc[-1]}")
     row = calls.iloc[[0]].copy()
     row["dur"] = int(calls["ts"].iloc[-1] - calls["ts"].iloc[0])
     row["name"] = "alloc_churn"

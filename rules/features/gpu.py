@@ -78,6 +78,8 @@ def gpu_activity(ctx) -> pd.DataFrame:
         "kernels_per_step": round(len(k) / steps, 1) if steps else None,
         "median_kernel_us": round(float(np.median(k["dur"])) / 1e3, 2),
         "launches": launches, "launch_share_pct": round(100 * float(launch_calls["dur"].sum()) / (hi - lo), 1),
+        "text": f"{len(k)} kernels over {(hi - lo) / 1e6:.1f} ms of steady state, GPU busy {100 * frac:.1f}%, "
+                f"median kernel {float(np.median(k['dur'])) / 1e3:.2f} us, {launches} launch calls",
         "graph_launches": graphs, "window_ms": round((hi - lo) / 1e6, 1), "steps": steps,
     })
     return row
@@ -110,5 +112,7 @@ def host_syncs(ctx) -> pd.DataFrame:
         "pageable_bytes": None, "scalar_reads": int(len(scalars)), "steps": steps,
         "per_step": round(blocking / steps, 2),
         "calls": sorted(set(stream["name"].astype(str)) | set(scalars["name"].astype(str))),
+        "text": f"{len(stream)} stream syncs, {len(pageable)} pageable copies, {len(scalars)} scalar reads over "
+                f"{steps} steps (first here)",
     })
     return first

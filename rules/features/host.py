@@ -114,6 +114,8 @@ def lock_waits(ctx) -> pd.DataFrame:
         "syscall_ms": round(total_ms, 1) if total_ms == total_ms else None,
         "typical_ms": round(typical, 2) if typical == typical else None, "gil_like": gil_like,
         "verdict": _verdict(gil_like, from_summary=waits.empty),
+        "text": f"{count} futex waits, {futex_ms:.0f} ms in total"
+                + (f", typical wait {typical:.2f} ms" if typical == typical else ""),
     })
     return first
 
