@@ -38,9 +38,11 @@ def report(path: str | Path, rules=None) -> dict:
 
 
 def list_scenarios(corpus_root: str | Path) -> list[str]:
-    """Scenario names relative to the corpus root: h200/* and cpu files, public log files."""
+    """Scenario names relative to the corpus root: h200/* and cpu files, public logs and
+    flight-recorder texts."""
     root = Path(corpus_root)
     names = [f"h200/{p.name}" for p in sorted((root / "h200").iterdir()) if p.is_dir()]
     names += [f"cpu/{p.name}" for p in sorted((root / "cpu").glob("*.txt"))]
     names += [f"public/logs/{p.name}" for p in sorted((root / "public" / "logs").glob("*.log"))]
+    names += [f"public/flight_recorder/{p.name}" for p in sorted((root / "public" / "flight_recorder").glob("*.txt"))]
     return names

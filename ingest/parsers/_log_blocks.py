@@ -172,3 +172,50 @@ class GraphBreak:
                 "user_location": location or (f"{frames[-1]['file']}:{frames[-1]['line']}" if frames else ""),
                 "user_frames": frames, "frame_id": self.lines[0].frame_id, "doc_url": url,
                 "text": "\n".join(l.text for l in self.lines)}
+
+
+_FR_HEADER = re.compile(r"^Not all ranks joining collective[:,] sequence number: (\d+)")
+_FR_FIELD = re.compile(r"^(internal record id|group info|collective|missing ranks|input sizes|output sizes|"
+                       r"world size|expected ranks|collective state|collective stack trace):\s*(.*)$")
+_FR_INTS = re.compile(r"-?\d+")
+
+
+@dataclass
+class FlightRecorderVerdict:
+    """PyTorch's flight-recorder analyzer (`python -m torch.distributed.flight_recorder.fr_trace`)
+    prints its verdict as a header line and `key: value` lines, then the collective's stack."""
+    lines: list[Line]
+
+    @staticmethod
+    def starts(line: Line) -> bool:
+        return bool(_FR_HEADER.match(line.prefix.body))
+
+    def offer(self, line: Line) -> bool:
+        body = line.prefix.body
+        in_stack = any(_FR_FIELD.match(l.prefix.body) and l.prefix.body.startswith("collective stack trace")
+                       for l in self.lines)
+        if _FR_FIELD.match(body) or (in_stack and body.strip() and " at " in body):
+            self.lines.append(line)
+            return True
+        return False
+
+    def attrs(self) -> dict:
+        out: dict = {"seq": int(_FR_HEADER.match(self.lines[0].prefix.body).group(1))}
+        for line in self.lines[1:]:
+            m = _FR_FIELD.match(line.prefix.body)
+            if not m:
+                continue
+            key, value = m.group(1).replace(" ", "_"), m.group(2).strip()
+            if key in ("missing_ranks", "expected_ranks"):
+                out[key] = [int(x) for x in _FR_INTS.findall(value)]
+            elif key in ("world_size", "internal_record_id"):
+                out[key] = int(value) if value.lstrip("-").isdigit() else value
+            elif key != "collective_stack_trace":
+                out[key] = value
+        out["state"] = out.pop("collective_state", "")
+        group = out.pop("group_info", "")
+        out["pg"] = group.split(":", 1)[1] if ":" in group else group
+        out["pg_id"] = group.split(":", 1)[0] if ":" in group else ""
+        out["op"] = out.get("collective", "")
+        out["text"] = "\n".join(l.text for l in self.lines)
+        return out

@@ -1,7 +1,8 @@
 """Generic text logs: the fallback for any text file (last in the registry; never rejects text).
 
 Each line loses its envelope (_log_prefix), then multi-line records are grouped
-(_log_blocks: tracebacks -> ONE error/oom event, graph-break reports -> ONE GraphBreak),
+(_log_blocks: tracebacks -> ONE error/oom event, graph-break reports -> ONE GraphBreak, the
+flight-recorder analyzer's verdict -> ONE FRMissingRanks),
 and single lines are recognised (_log_lines: OOM messages, c10d watchdog, NCCL, CUDA
 errors, Xid, KV-cache sizing, torch.compile, training/nccl-tests tables). Everything else
 stays a `log` row: attrs.text keeps the line, loc = "line N".
@@ -23,7 +24,7 @@ from pathlib import Path
 from ingest.events import EventSink, ParseReport
 from ingest.io import open_bytes
 from ingest.parsers import looks_binary
-from ingest.parsers._log_blocks import CHAINED, GraphBreak, Line, Traceback, starts_traceback
+from ingest.parsers._log_blocks import CHAINED, FlightRecorderVerdict, GraphBreak, Line, Traceback, starts_traceback
 from ingest.parsers._log_cuda import find_cuda_error
 from ingest.parsers._log_lines import Finding, classify
 from ingest.parsers._log_oom import parse_oom
@@ -62,7 +63,7 @@ class LogParser:
         self.sink, self.report, self.year = sink, report, year
         self.last_ts = 0
         self.stamped = self.year_assumed = False
-        self.block: Traceback | GraphBreak | None = None
+        self.block: Traceback | GraphBreak | FlightRecorderVerdict | None = None
         self.chained_after = ""            # loc of the traceback a chained one follows
         self.last_traceback_loc = ""
         self.timeouts: list[dict] = []      # NCCLWatchdogTimeout rows, emitted at the end
@@ -109,6 +110,8 @@ class LogParser:
         self._close_block()
         if GraphBreak.starts(line):
             self.block = GraphBreak([line])
+        elif FlightRecorderVerdict.starts(line):
+            self.block = FlightRecorderVerdict([line])
         elif starts_traceback(line):
             self.block = Traceback.start(line)
         else:
@@ -119,6 +122,8 @@ class LogParser:
         block, self.block = self.block, None
         if isinstance(block, GraphBreak):
             self._emit(block.lines, Finding("log", "GraphBreak", block.attrs()))
+        elif isinstance(block, FlightRecorderVerdict):
+            self._emit(block.lines, Finding("error", "FRMissingRanks", block.attrs(), "critical"))
         elif isinstance(block, Traceback):
             if block.is_traceback():
                 self._emit_traceback(block)
