@@ -28,6 +28,7 @@ from ingest.storage import ContentStore, sha256_of
 
 log = logging.getLogger(__name__)
 PROGRESS_EVERY_S = 0.5
+MAX_PARSE_ATTEMPTS = 3
 
 
 @shared_task(name="ingest.parse_trace", acks_late=True)
@@ -35,6 +36,13 @@ def parse_trace(trace_id: int) -> None:
     trace = Trace.objects.filter(pk=trace_id).first()
     if trace is None:
         return  # deleted while queued
+    if _interrupted_attempts(trace) >= MAX_PARSE_ATTEMPTS:
+        biggest = trace.artifacts.order_by("-size").first()
+        trace.transition(Trace.State.FAILED, error=(
+            f"gave up after {MAX_PARSE_ATTEMPTS} attempts: the worker stopped (killed, out of memory or "
+            "crashed) each time while parsing this trace"
+            + (f"; its largest file is {biggest.name} ({biggest.size:,} bytes)" if biggest else "")))
+        return
     store = ContentStore()
     _reset(trace, store)
     trace.transition(Trace.State.PARSING)
@@ -65,6 +73,18 @@ def parse_trace(trace_id: int) -> None:
     trace.transition(Trace.State.PARSED)
     from diagnosis.tasks import diagnose_trace
     diagnose_trace.delay(trace.pk)
+
+
+def _interrupted_attempts(trace: Trace) -> int:
+    """Parse attempts that never finished: the `parsing` entries the history ends with. A task
+    is acknowledged late, so a worker killed mid-parse gets the same trace again; a trace that
+    kills every worker must fail instead of being redelivered forever."""
+    count = 0
+    for entry in reversed(trace.state_history):
+        if entry.get("state") != Trace.State.PARSING:
+            break
+        count += 1
+    return count
 
 
 @shared_task(name="ingest.requeue_stalled")
