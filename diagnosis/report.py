@@ -71,6 +71,7 @@ def build_report(artifacts, events: pd.DataFrame, rules=None, alignment: list[di
             "end_ts": span[1],
             "alignment": alignment or [],
             "series": _series(ctx),
+            "hosts": _hosts(events),
         },
         "findings": out_findings,
         "violations": violations,
@@ -81,6 +82,15 @@ def build_report(artifacts, events: pd.DataFrame, rules=None, alignment: list[di
 
 
 MAX_SERIES_POINTS = 5000
+MAX_HOSTS = 200
+
+
+def _hosts(events: pd.DataFrame) -> list[str]:
+    """Hosts the events name (log prefixes, NVML samples, OTLP resources)."""
+    if events.empty:
+        return []
+    hosts = pd.Series(events["host"].astype(str).unique())
+    return sorted(h for h in hosts if h and h not in ("-1", "nan"))[:MAX_HOSTS]
 
 
 def _series(ctx) -> dict:
