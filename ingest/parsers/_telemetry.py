@@ -71,6 +71,20 @@ def iter_lines(path: Path) -> Iterator[tuple[int, str]]:
         raise ParseError(str(path), f"line {lineno + 1}", f"a readable gzip stream ({e})")
 
 
+def iter_json_lines(path: Path, report) -> Iterator[tuple[int, object]]:
+    """(line number, decoded JSON value) of each non-blank line; a line that is not JSON is
+    skipped with a warning naming its line and column, and counted in the report."""
+    import orjson
+    for lineno, line in iter_lines(path):
+        if not line.strip():
+            continue
+        try:
+            yield lineno, orjson.loads(line)
+        except orjson.JSONDecodeError as e:
+            report.warn(f"line {lineno}, column {e.colno}: not valid JSON ({e.msg}); skipped")
+            report.skipped["unreadable JSON line"] += 1
+
+
 _WALLCLOCK_FORMATS = (
     "%Y/%m/%d %H:%M:%S.%f", "%Y/%m/%d %H:%M:%S", "%Y-%m-%d %H:%M:%S.%f", "%Y-%m-%d %H:%M:%S",
     "%a %b %d %H:%M:%S %Y",

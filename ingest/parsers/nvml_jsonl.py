@@ -10,7 +10,7 @@ from __future__ import annotations
 import orjson
 
 from ingest.events import EventSink, ParseError, ParseReport, clamp_int
-from ingest.parsers._telemetry import ThrottleTracker, clock_meta, iter_lines, parse_wallclock
+from ingest.parsers._telemetry import ThrottleTracker, clock_meta, iter_json_lines, parse_wallclock
 
 FORMAT = "nvml_jsonl"
 SOURCE = "nvml"
@@ -54,16 +54,8 @@ def parse(path, sink: EventSink, report: ParseReport) -> None:
     throttle = ThrottleTracker(sink)
     last_ecc: dict[int, float] = {}
     tz_assumed = good = 0
-    for lineno, line in iter_lines(path):
-        if not line.strip():
-            continue
+    for lineno, rec in iter_json_lines(path, report):
         loc = f"line {lineno}"
-        try:
-            rec = orjson.loads(line)
-        except orjson.JSONDecodeError as e:
-            report.warn(f"{loc}: not a JSON object ({e}); skipped")
-            report.skipped["unreadable line"] += 1
-            continue
         if not isinstance(rec, dict):
             report.skipped["non-object line"] += 1
             continue

@@ -10,7 +10,7 @@ import orjson
 from ingest.events import EventSink, ParseError, ParseReport
 from ingest.io import read_all
 from ingest.parsers._otlp import OtlpEmitter
-from ingest.parsers._telemetry import iter_lines
+from ingest.parsers._telemetry import iter_json_lines
 
 FORMAT = "otlp_json"
 SOURCE = "otlp"
@@ -46,15 +46,7 @@ def _is_json_lines(data: bytes) -> bool:
 
 
 def _parse_lines(path, emitter: OtlpEmitter, report: ParseReport) -> None:
-    for lineno, line in iter_lines(path):
-        if not line.strip():
-            continue
-        try:
-            doc = orjson.loads(line)
-        except orjson.JSONDecodeError as e:
-            report.warn(f"line {lineno}, column {e.colno}: not valid JSON ({e.msg}); line skipped")
-            report.skipped["unreadable JSON line"] += 1
-            continue
+    for lineno, doc in iter_json_lines(path, report):
         emitter.document(doc, where=f"line {lineno}: ")
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import orjson
 
 from ingest.events import EventSink, ParseError, ParseReport, clamp_int
-from ingest.parsers._telemetry import clock_meta, iter_lines
+from ingest.parsers._telemetry import clock_meta, iter_json_lines
 
 FORMAT = "token_latency"
 SOURCE = "token_latency"
@@ -37,16 +37,8 @@ def sniff(head: bytes, name: str) -> bool:
 
 def parse(path, sink: EventSink, report: ParseReport) -> None:
     good = 0
-    for lineno, line in iter_lines(path):
-        if not line.strip():
-            continue
+    for lineno, rec in iter_json_lines(path, report):
         loc = f"line {lineno}"
-        try:
-            rec = orjson.loads(line)
-        except orjson.JSONDecodeError as e:
-            report.warn(f"{loc}, column {e.colno}: not valid JSON ({e.msg}); skipped")
-            report.skipped["unreadable line"] += 1
-            continue
         parsed = _record(rec) if isinstance(rec, dict) else None
         if parsed is None:
             report.warn(f"{loc}: expected an object with a latency (latency_ms, ...) and a start time; skipped")
