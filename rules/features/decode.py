@@ -1,7 +1,8 @@
 """Decode-loop features: steps, cold start, steady-state latency jitter, allocator churn.
 
 Steps come from per-token latency records (token_latency.jsonl) when the trace has them,
-else from `decode_step_N` / `ProfilerStep#N` annotations of a profiler trace.
+else from OTLP step spans (prefill / decode_step ...), else from `decode_step_N` /
+`ProfilerStep#N` annotations of a profiler trace.
 A step is a cold-start step while the leading steps stay far above the steady median
 (lazy CUDA module loading, cuBLAS/cuDNN init, allocator warm-up): those are reported once
 and excluded from steady-state SLIs, so they are never mistaken for jitter.
@@ -18,6 +19,7 @@ from rules.features import feature
 COLD_FACTOR = 3.0        # a leading step this many times the steady median is cold
 MAX_COLD_STEPS = 5
 SPIKE_FACTOR = 1.5       # a steady step this many times the median is a spike
+OTLP_STEP_SPANS = ("prefill", "decode_step", "decode", "generate_token", "token")
 ALLOC_CALLS = ("cudaMalloc", "cudaFree", "cudaMallocAsync", "cudaFreeAsync", "cuMemAlloc_v2",
                "cuMemFree_v2", "hipMalloc", "hipFree")
 
@@ -27,6 +29,13 @@ def _steps_from_events(ev: pd.DataFrame) -> pd.DataFrame:
     if len(tok):
         steps = tok[["ts", "dur", "host", "pid", "artifact", "loc", "attrs"]].copy()
         steps["origin"] = "token_latency"
+        return steps
+    spans = ev[(ev["source"] == "otlp") & (ev["kind"] == "span") & ev["name"].isin(OTLP_STEP_SPANS)]
+    if len(spans):
+        # the same spans exported as JSON and as protobuf are one step each
+        spans = spans.drop_duplicates("span_id") if spans["span_id"].astype(bool).all() else spans
+        steps = spans[["ts", "dur", "host", "pid", "artifact", "loc", "attrs"]].copy()
+        steps["origin"] = "otlp"
         return steps
     ann = ev[(ev["kind"] == "annotation")]
     names = ann["name"].astype(str)

@@ -136,3 +136,17 @@ def test_one_oom_seen_by_three_artifacts_counts_once():
     assert cap["metrics"]["count"] == 2
     headroom = next(v for v in report["violations"] if v["slo"] == "memory_headroom")
     assert headroom["observed"] == 2
+
+
+def test_cold_start_found_from_otlp_spans_alone(tmp_path):
+    """Without token_latency.jsonl the OTLP step spans (JSON and protobuf, the same spans
+    twice) still give one step each, and the same cold-start note."""
+    import shutil
+    folder = tmp_path / "healthy"
+    shutil.copytree(CORPUS / "h200/healthy_decode", folder)
+    (folder / "token_latency.jsonl").unlink()
+    report = scenarios.report(folder)
+    cold = [f for f in report["findings"] if f["root_cause"] == "latency.cold_start"]
+    assert len(cold) == 1 and cold[0]["severity"] == "info"
+    assert len(report["trace"]["series"]["step_latency_ms"]) == 48
+    assert not [f for f in report["findings"] if RANK[f["severity"]] >= RANK["warning"]]
