@@ -63,6 +63,21 @@ def _causes(a: dict, b: dict) -> bool:
     return close and _same_scope(a, b)
 
 
+def apply_suppressions(findings: list[dict]) -> tuple[list[dict], list[dict]]:
+    """(kept, suppressed): a finding whose root cause another finding's rule `suppresses`
+    (on the same scope) is redundant; the report lists it as suppressed, not as a finding."""
+    kept, suppressed = [], []
+    for f in findings:
+        by = next((g for g in findings if g is not f and f.get("root_cause") in (g.get("suppresses") or ())
+                   and _same_scope(g, f)), None)
+        if by is None:
+            kept.append(f)
+        else:
+            suppressed.append({"rule_id": f["rule_id"], "root_cause": f.get("root_cause") or "",
+                               "by": by["rule_id"]})
+    return kept, suppressed
+
+
 def cluster_findings(findings: list[dict]) -> list[Cluster]:
     n = len(findings)
     uf = _UnionFind(n)

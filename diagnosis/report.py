@@ -33,6 +33,7 @@ def build_report(artifacts, events: pd.DataFrame, rules=None, alignment: list[di
         from rules.loader import load_rule_dirs
         rules = load_rule_dirs(None)
     findings, rule_errors, ctx = evaluate(events, rules)
+    findings, suppressed = clustering.apply_suppressions(findings)
     findings.sort(key=lambda f: (f.get("start_ts") or 0, -RANK.get(f["severity"], 0)))
     finding_ids = [f"F{i}" for i in range(1, len(findings) + 1)]
     groups = clustering.cluster_findings(findings)
@@ -77,6 +78,7 @@ def build_report(artifacts, events: pd.DataFrame, rules=None, alignment: list[di
         "violations": violations,
         "clusters": clusters,
         "rule_errors": rule_errors,
+        "suppressed": suppressed,
         "summary": _summary(out_findings, violations),
     }
 
