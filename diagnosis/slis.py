@@ -33,9 +33,14 @@ def token_latency(ctx):
     return _obs(steps["ts"], steps["value"]) if not steps.empty else None
 
 
+MIN_TAIL_MS = 1.0  # below this p99 - median is timer noise on sub-millisecond steps, not a tail users see
+
+
 def token_latency_tail_ratio(ctx):
     j = ctx.feature("latency_jitter")
-    return _obs(j["ts"], j["value"]) if not j.empty else None
+    if j.empty or parse_attrs(j["attrs"].iloc[0]).get("tail_ms", MIN_TAIL_MS) < MIN_TAIL_MS:
+        return None
+    return _obs(j["ts"], j["value"])
 
 
 def time_to_first_token(ctx):

@@ -146,7 +146,9 @@ def _render_value(value, ph: Placeholder) -> str:
     if isinstance(value, float):
         text = f"{value:.6g}"
     elif isinstance(value, list) and all(isinstance(v, (str, int, float)) for v in value):
-        text = ", ".join(str(v) for v in value)  # people read "a, b", not a JSON array
+        # people read "a, b" (or sentences one after another), not a JSON array
+        sentences = all(isinstance(v, str) and v.rstrip().endswith((".", "!", "?")) for v in value)
+        text = (" " if sentences else ", ").join(str(v) for v in value)
     elif isinstance(value, (dict, list)):
         text = orjson.dumps(value, default=str).decode()
     else:

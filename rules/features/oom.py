@@ -91,8 +91,8 @@ FIGURE_KEYS = ("tried_to_allocate", "total_capacity", "free", "in_use_by_process
                "allocated_by_pytorch", "reserved_unallocated", "reserved")
 # the profiler's [OutOfMemory] instant event names its figures differently
 KINETO_KEYS = {"Bytes": "tried_to_allocate", "Total Allocated": "allocated_by_pytorch", "Total Reserved": "reserved"}
-SAME_OOM_NS = 10**9         # one failure seen by the log, the profiler and the snapshot within this
-                            # (logs often print milliseconds or whole seconds)
+SAME_REQUEST_BYTES = 2 * 2**20   # requests this close (or within SAME_REQUEST_SHARE) are the same
+SAME_REQUEST_SHARE = 0.03
 SOURCE_PREFERENCE = {"log": 0, "memory_snapshot": 1, "kineto": 2}  # whose text leads the evidence
 
 
@@ -111,16 +111,22 @@ def _figures(row, a: dict, snap: dict) -> dict:
     return figures
 
 
+def _same_request(a: float | None, b: float | None) -> bool:
+    """The allocator rounds requests (to 2 MiB blocks) and messages round what they print."""
+    return a is not None and b is not None and abs(a - b) <= max(SAME_REQUEST_BYTES, SAME_REQUEST_SHARE * max(a, b))
+
+
 def _incidents(ooms: pd.DataFrame, snap: dict) -> list[list[tuple[dict, dict, dict]]]:
-    """OOM rows grouped by failure: same request size, within SAME_OOM_NS of each other."""
+    """OOM rows grouped by failure. The log, the profiler and the snapshot each report every
+    failure once, in order, so the k-th failure of a size in one artifact is the k-th of that
+    size in the others; log lines without a time of their own cannot be matched by time."""
     groups: list[list[tuple[dict, dict, dict]]] = []
-    for _, row in ooms.sort_values("ts").iterrows():
+    for _, row in ooms.sort_values("ts", kind="stable").iterrows():
         a = _attrs(row["attrs"])
         figures = _figures(row, a, snap)
         for group in groups:
-            head = group[0]
-            if (abs(int(row["ts"]) - int(head[0]["ts"])) <= SAME_OOM_NS
-                    and figures.get("tried_to_allocate") == head[2].get("tried_to_allocate")):
+            if (all(r["artifact"] != row["artifact"] for r, _, _ in group)
+                    and _same_request(figures.get("tried_to_allocate"), group[0][2].get("tried_to_allocate"))):
                 group.append((row.to_dict(), a, figures))
                 break
         else:
