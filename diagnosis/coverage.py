@@ -12,9 +12,10 @@ from rules.testing import FIXTURE_PREFIX, PROJECT_FIXTURES
 
 def _scenario_paths(corpus_root: str | Path) -> dict[str, Path]:
     paths = {name: Path(corpus_root) / name for name in scenarios.list_scenarios(corpus_root)}
-    for folder in sorted((PROJECT_FIXTURES / "nccl_multirank").glob("*")):
-        if folder.is_dir() and folder.name != "analyzer":
-            paths[f"{FIXTURE_PREFIX}nccl_multirank/{folder.name}"] = folder
+    for group in ("h200_rerun", "nccl_multirank"):
+        for folder in sorted((PROJECT_FIXTURES / group).glob("*")):
+            if folder.is_dir() and folder.name != "analyzer":
+                paths[f"{FIXTURE_PREFIX}{group}/{folder.name}"] = folder
     return paths
 
 
