@@ -29,7 +29,3 @@ class Team(models.Model):
 
     def __str__(self) -> str:
         return self.slug
-
-
-def teams_of(user) -> TeamQuerySet:
-    return Team.objects.of(user)

@@ -120,8 +120,8 @@ def main(argv: list[str] | None = None) -> int:
         ours = run("ours", trace)
         trace.with_suffix(".parquet").unlink(missing_ok=True)  # HTA reads every file in the dir
         hta = run("hta", trace)
-    _print("tracedoc parse_artifact -> Parquet", ours, size)
-    _print("HolisticTraceAnalysis load", hta, size)
+    _print("tracedoc parse_artifact -> Parquet", ours)
+    _print("HolisticTraceAnalysis load", hta)
     if "error" in ours or "error" in hta:
         print("SUMMARY: Kineto parse benchmark FAILED (see above)")
         return 1
@@ -140,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if met else 1
 
 
-def _print(label: str, result: dict, size: int) -> None:
+def _print(label: str, result: dict) -> None:
     if "error" in result:
         print(f"{label}: FAILED: {result['error']}")
         return

@@ -77,9 +77,12 @@ def _gzip_complete(path: Path) -> bool:
 
 
 def read_all(path: Path | str, limit: int = MAX_DECOMPRESSED) -> bytes:
-    """Whole content, with gzip errors turned into a ParseError naming the offset."""
+    """Whole content, at most `limit` bytes (compressed or not), with gzip errors turned into
+    a ParseError naming the offset."""
     from ingest.events import ParseError
     path = Path(path)
+    if not is_gzip(path) and path.stat().st_size > limit:  # gzip: BoundedReader counts
+        raise ParseError(str(path), f"byte {limit:,}", f"a file of at most {limit:,} bytes")
     try:
         with open_bytes(path, limit) as f:
             return f.read()
@@ -87,7 +90,7 @@ def read_all(path: Path | str, limit: int = MAX_DECOMPRESSED) -> bytes:
         raise ParseError(str(path), "end of file", "a complete gzip stream (the file is truncated)")
     except gzip.BadGzipFile as e:
         raise ParseError(str(path), "gzip header", f"a valid gzip stream ({e})")
-    except (OSError, Exception) as e:  # zlib.error and friends
-        if isinstance(e, ParseError):
-            raise
+    except ParseError:
+        raise
+    except Exception as e:  # zlib.error and friends
         raise ParseError(str(path), "gzip stream", f"a readable gzip stream ({e})")

@@ -180,10 +180,6 @@ class Artifact(models.Model):
         return self.format == self.ARCHIVE
 
     @property
-    def is_container(self) -> bool:
-        return self.format in self.CONTAINERS
-
-    @property
     def duration_ns(self) -> int | None:
         return self.end_ts - self.start_ts if self.start_ts and self.end_ts else None
 

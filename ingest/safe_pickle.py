@@ -67,9 +67,6 @@ def loads(data: bytes, path: str | Path) -> Any:
 
 def load_path(path: str | Path, limit: int = MAX_PICKLE_BYTES) -> Any:
     """Read (gzip-transparent, size-bounded) and unpickle safely."""
-    path = Path(path)
-    if path.stat().st_size > limit:
-        raise ParseError(str(path), f"byte {limit:,}", f"a pickle of at most {limit:,} bytes")
     return loads(read_all(path, limit), path)
 
 

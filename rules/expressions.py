@@ -9,6 +9,7 @@ Errors carry the character offset so the loader can point at line and column.
 from __future__ import annotations
 
 import re
+from fnmatch import fnmatchcase
 
 from rules import limits
 from rules.quantities import parse_quantity
@@ -159,8 +160,8 @@ def parse_condition(text: str, selections: list[str]):
     def _expand(pattern, pos):
         if pattern == "them":
             return list(selections)
-        rx = re.compile("^" + ".*".join(re.escape(part) for part in pattern.split("*")) + "$")
-        names = [s for s in selections if rx.match(s)]
+        # fnmatch, not a regex of ".*" joins: those backtrack polynomially ("a*a*a*...b").
+        names = [s for s in selections if fnmatchcase(s, pattern)]
         if not names:
             raise ExprError(f"{pattern!r} matches no selection (defined: {', '.join(selections)})", pos)
         return names

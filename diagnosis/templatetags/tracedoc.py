@@ -39,11 +39,6 @@ def severity_counts(counts: dict) -> list[tuple[str, int]]:
     return [(s, counts[s]) for s in SEVERITY_ORDER if counts.get(s)]
 
 
-@register.filter
-def get(mapping: dict, key):
-    return (mapping or {}).get(key)
-
-
 @register.filter(needs_autoescape=True)
 def inline_code(text, autoescape=True):
     """Rule texts quote code in `backticks`: show it as code, everything else escaped."""

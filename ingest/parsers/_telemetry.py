@@ -1,5 +1,6 @@
-"""Helpers shared by the GPU telemetry and host-profiling parsers (NVML, nvidia-smi, DCGM,
-perf, bpftrace): text lines with their numbers, wall-clock strings, throttle reasons."""
+"""Helpers shared by the GPU telemetry, host-profiling and JSON-lines parsers (NVML,
+nvidia-smi, DCGM, perf, bpftrace, token latency, OTLP JSON): text and JSON lines with
+their numbers, wall-clock strings, throttle reasons."""
 from __future__ import annotations
 
 import re
@@ -69,6 +70,19 @@ def iter_lines(path: Path) -> Iterator[tuple[int, str]]:
         raise ParseError(str(path), f"line {lineno + 1}", "a complete gzip stream (the file is truncated)")
     except OSError as e:
         raise ParseError(str(path), f"line {lineno + 1}", f"a readable gzip stream ({e})")
+
+
+def first_json_object(head: bytes) -> dict | None:
+    """The head's first line decoded, when it is a JSON object (how JSON-lines formats sniff)."""
+    import orjson
+    line = head.lstrip().split(b"\n", 1)[0]
+    if not line.startswith(b"{"):
+        return None
+    try:
+        first = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
+    return first if isinstance(first, dict) else None
 
 
 def iter_json_lines(path: Path, report) -> Iterator[tuple[int, object]]:

@@ -57,7 +57,7 @@ def parse(path, sink: EventSink, report: ParseReport) -> None:
             continue
         if m := _EVENT.match(text):
             last_ts = int(m["ts"])
-            events += _event(sink, report, last_ts, m["fields"], loc)
+            events += _event(sink, last_ts, m["fields"], loc)
         elif m := _MAP.match(text):
             if m["value"] is None:
                 hist = (m["name"], m["key"], [], loc)
@@ -79,7 +79,7 @@ def parse(path, sink: EventSink, report: ParseReport) -> None:
                      "tracedoc-clock.json to align them" if events else "maps printed at exit only")
 
 
-def _event(sink: EventSink, report: ParseReport, ts: int, fields: str, loc: str) -> int:
+def _event(sink: EventSink, ts: int, fields: str, loc: str) -> int:
     attrs: dict = {}
     name, dur, value, unit = "", 0, float("nan"), ""
     for pair in fields.split():

@@ -75,7 +75,7 @@ def parse(path: Path, sink: EventSink, report: ParseReport) -> None:
         raise ParseError(str(path), f"line {start + 1}", f"columns {missing} in the ncu header")
     if "Section Name" in header and "Metric Name" in header:
         report.meta["page"] = "details"
-        _details(path, header, rows, start + 2, sink, report)
+        _details(header, rows, start + 2, sink, report)
     else:
         report.meta["page"] = "raw"
         _raw(path, header, rows, start + 2, sink, report)
@@ -136,8 +136,7 @@ def _raw(path: Path, header: list[str], rows, first_line: int, sink: EventSink,
                      "units": {k: u for k, (_, u) in all_metrics.items() if u}})
 
 
-def _details(path: Path, header: list[str], rows, first_line: int, sink: EventSink,
-             report: ParseReport) -> None:
+def _details(header: list[str], rows, first_line: int, sink: EventSink, report: ParseReport) -> None:
     kernels: dict[str, dict] = {}   # ID -> first record, SOL metrics, first line
     for line, row in enumerate(rows, first_line):
         if not row or row[0].startswith("=="):

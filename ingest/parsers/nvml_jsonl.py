@@ -7,10 +7,10 @@ Each numeric field becomes a `sample` row (normalized name and unit), the clock-
 """
 from __future__ import annotations
 
-import orjson
-
 from ingest.events import EventSink, ParseError, ParseReport, clamp_int
-from ingest.parsers._telemetry import ThrottleTracker, clock_meta, iter_json_lines, parse_wallclock
+from ingest.parsers._telemetry import (
+    ThrottleTracker, clock_meta, first_json_object, iter_json_lines, parse_wallclock,
+)
 
 FORMAT = "nvml_jsonl"
 SOURCE = "nvml"
@@ -40,14 +40,8 @@ SAMPLER_KEYS = {"util_gpu", "mem_used", "power_mw", "temp_c", "sm_clock_mhz", "g
 
 
 def sniff(head: bytes, name: str) -> bool:
-    line = head.lstrip().split(b"\n", 1)[0]
-    if not line.startswith(b"{"):
-        return False
-    try:
-        first = orjson.loads(line)
-    except orjson.JSONDecodeError:
-        return False
-    return isinstance(first, dict) and len(SAMPLER_KEYS & first.keys()) >= 2
+    first = first_json_object(head)
+    return first is not None and len(SAMPLER_KEYS & first.keys()) >= 2
 
 
 def parse(path, sink: EventSink, report: ParseReport) -> None:

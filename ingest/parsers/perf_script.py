@@ -75,7 +75,7 @@ def parse(path, sink: EventSink, report: ParseReport) -> None:
     if not samples:
         raise ParseError(str(path), "line 1", "perf script samples ('comm pid [cpu] time: period event:')")
     report.meta["perf_header"] = header
-    report.meta["clock"] = _clock(header, timed, unix, samples)
+    report.meta["clock"] = _clock(header, timed, unix)
 
 
 def _emit(sink: EventSink, s: dict) -> None:
@@ -103,7 +103,7 @@ def _header_line(line: str, header: dict) -> None:
         header["captured on"] = body.partition(":")[2].strip()
 
 
-def _clock(header: dict, timed: int, unix: int, samples: int) -> dict:
+def _clock(header: dict, timed: int, unix: int) -> dict:
     if not timed:
         return clock_meta("none", "perf script printed no timestamps: samples are in file order")
     if unix == timed:

@@ -8,10 +8,8 @@ Start times are ns since the epoch (time.time_ns()); float seconds are accepted 
 """
 from __future__ import annotations
 
-import orjson
-
 from ingest.events import EventSink, ParseError, ParseReport, clamp_int
-from ingest.parsers._telemetry import clock_meta, iter_json_lines
+from ingest.parsers._telemetry import clock_meta, first_json_object, iter_json_lines
 
 FORMAT = "token_latency"
 SOURCE = "token_latency"
@@ -24,14 +22,8 @@ FIRST_KEYS = ("first_token", "is_first", "is_first_token", "ttft")
 
 
 def sniff(head: bytes, name: str) -> bool:
-    line = head.lstrip().split(b"\n", 1)[0]
-    if not line.startswith(b"{"):
-        return False
-    try:
-        rec = orjson.loads(line)
-    except orjson.JSONDecodeError:
-        return False
-    return (isinstance(rec, dict) and any(k in rec for k in LATENCY_KEYS)
+    rec = first_json_object(head)
+    return (rec is not None and any(k in rec for k in LATENCY_KEYS)
             and any(k in rec for k in STEP_KEYS + START_KEYS))
 
 
