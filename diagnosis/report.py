@@ -95,18 +95,46 @@ def _hosts(events: pd.DataFrame) -> list[str]:
     return sorted(h for h in hosts if h and h not in ("-1", "nan"))[:MAX_HOSTS]
 
 
+TELEMETRY = {"gpu.util": ("gpu_util_pct", 1.0), "mem.used": ("mem_used_gib", 1 / 2**30), "power": ("power_w", 1.0)}
+
+
 def _series(ctx) -> dict:
-    """Small time series the UI plots: per-step latency with cold-start and spike flags."""
+    """Small time series the UI plots: per-step latency with cold-start and spike flags, and
+    GPU telemetry (utilisation, memory used, power) per device."""
+    out = {}
     try:
         steps = ctx.feature("decode_steps")
     except Exception:  # a plot is never worth failing the report
+        steps = None
+    if steps is not None and not steps.empty:
+        steps = steps.iloc[:MAX_SERIES_POINTS]
+        out["step_latency_ms"] = [
+            {"ts": int(t), "step": int(i), "ms": round(float(v), 3), "cold": bool(c), "spike": bool(sp)}
+            for t, i, v, c, sp in zip(steps["ts"], steps["step"], steps["value"], steps["cold"], steps["spike"])]
+    telemetry = _telemetry(ctx.events)
+    if telemetry:
+        out["gpu_telemetry"] = telemetry
+    return out
+
+
+def _telemetry(events: pd.DataFrame) -> dict:
+    """{device: {metric: [[ts, value], ...]}} from one source (NVML first, then nvidia-smi,
+    DCGM), each metric evenly thinned to at most MAX_SERIES_POINTS points."""
+    samples = events[(events["kind"] == "sample") & events["name"].isin(list(TELEMETRY))]
+    for source in ("nvml", "nvidia_smi", "dcgm"):
+        part = samples[samples["source"] == source]
+        if not part.empty:
+            break
+    else:
         return {}
-    if steps.empty:
-        return {}
-    steps = steps.iloc[:MAX_SERIES_POINTS]
-    return {"step_latency_ms": [
-        {"ts": int(t), "step": int(i), "ms": round(float(v), 3), "cold": bool(c), "spike": bool(sp)}
-        for t, i, v, c, sp in zip(steps["ts"], steps["step"], steps["value"], steps["cold"], steps["spike"])]}
+    out: dict = {}
+    for (device, name), g in part.sort_values("ts").groupby(["device", "name"], observed=True):
+        key, scale = TELEMETRY[str(name)]
+        step = max(1, len(g) // MAX_SERIES_POINTS)
+        g = g.iloc[::step]
+        out.setdefault(str(int(device)), {})[key] = [[int(t), round(float(v) * scale, 3)]
+                                                     for t, v in zip(g["ts"], g["value"])]
+    return out
 
 
 def _time_span(events: pd.DataFrame) -> tuple[int | None, int | None]:
