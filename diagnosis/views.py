@@ -8,13 +8,14 @@ from django.views.decorators.http import require_GET, require_POST
 from diagnosis.forms import ClusterTriageForm
 from diagnosis.latency_chart import chart
 from diagnosis.models import Cluster
+from diagnosis.telemetry_chart import chart as telemetry_chart
 from diagnosis.timeline import layout
 from ingest.models import Artifact, Trace
 
 
 def report_context(trace: Trace) -> dict:
     """What the trace page shows of a finished report: clusters with their findings (the
-    headline first), SLO violations, the timeline and the per-step latency chart."""
+    headline first), SLO violations, the timeline, the per-step latency and GPU telemetry charts."""
     report = trace.report or {}
     findings = {f["id"]: f for f in report.get("findings", [])}
     team_clusters = {c.fingerprint: c for c in Cluster.objects.filter(
@@ -27,7 +28,10 @@ def report_context(trace: Trace) -> dict:
         or [(a.name, a.start_ts, a.end_ts) for a in trace.artifacts.exclude(format__in=Artifact.CONTAINERS)]
     return {"report": report, "clusters": clusters, "violations": report.get("violations", []),
             "timeline": layout(lanes, report.get("findings", [])),
-            "latency_chart": chart(report.get("trace", {}).get("series", {}).get("step_latency_ms", []))}
+            "latency_chart": chart(report.get("trace", {}).get("series", {}).get("step_latency_ms", [])),
+            "telemetry_chart": telemetry_chart(report.get("trace", {}).get("series", {}).get("gpu_telemetry", {}),
+                                               report.get("findings", []), report.get("trace", {}).get("start_ts"),
+                                               report.get("trace", {}).get("end_ts"))}
 
 
 def get_cluster_for(request, cluster_id: int) -> Cluster:

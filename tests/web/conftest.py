@@ -2,12 +2,20 @@
 is in another team (`other`), so every test can check cross-team denial."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from django.contrib.auth.models import User
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from accounts.models import Team
+from tests.web.stack import ROOT
+
+CHROMIUM = Path("/usr/bin/chromium")  # Debian's; never a downloaded browser
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+SHOTS = ROOT / "test-artifacts" / "browser"
 
 
 @pytest.fixture(autouse=True)
@@ -71,3 +79,15 @@ def no_worker(monkeypatch):
     monkeypatch.setattr("ingest.tasks.parse_trace.delay", queued.append)
     monkeypatch.setattr("diagnosis.tasks.diagnose_trace.delay", queued.append)
     return queued
+
+
+@pytest.fixture
+def browser():
+    """Headless Chromium driven by Playwright (browser tests skip without it)."""
+    if not CHROMIUM.exists():
+        pytest.skip("Debian's chromium is not installed (scripts/ensure-chromium.sh)")
+    from playwright.sync_api import sync_playwright
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield b
+        b.close()

@@ -3,19 +3,15 @@ htmx polling take the trace to done, and read the diagnosis. A Celery worker sub
 on a SQLite broker serves the live server; the screenshot lands in test-artifacts/."""
 import os
 import uuid
-from pathlib import Path
 
 import pytest
 from django.conf import settings
 
 from tests.corpus import corpus
+from tests.web.conftest import SHOTS
 from tests.web.stack import ROOT, start_worker, stop, wait_until_ready
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
-SHOTS = ROOT / "test-artifacts" / "browser"
 
 
 @pytest.fixture
@@ -36,17 +32,6 @@ def worker(live_server, tmp_path, storage):
     stop(proc)
     app.conf.update(saved)
     app.close()  # drop the producer pool bound to this test's broker
-
-
-@pytest.fixture
-def browser():
-    if not CHROMIUM.exists():
-        pytest.skip("Debian's chromium is not installed (scripts/ensure-chromium.sh)")
-    from playwright.sync_api import sync_playwright
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        yield b
-        b.close()
 
 
 def test_upload_and_read_the_diagnosis(alice, corpus_dir, live_server, worker, browser):

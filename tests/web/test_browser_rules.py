@@ -12,7 +12,7 @@ from diagnosis.tasks import diagnose_trace
 from ingest.tasks import parse_trace
 from ingest.uploads import create_trace
 from tests.corpus import corpus
-from tests.web.test_browser import SHOTS, browser  # noqa: F401 (the fixture)
+from tests.web.conftest import SHOTS
 from tests.web.test_rule_pages import where
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
