@@ -1,4 +1,4 @@
-"""The `tracedoc` command: diagnose traces in-process (no server), and rule tooling."""
+"""The `tracedoc` command: diagnose traces in-process (no server), submit them to a server, and rule tooling."""
 from __future__ import annotations
 
 import argparse
