@@ -84,14 +84,28 @@ class BoundedLog:
             self.file.close()
 
 
+MAX_PARTIAL_LINE = 1 << 16
+
+
 def _tee(fd: int, terminal: BinaryIO, out: BoundedLog) -> None:
+    """Copy one stream to the terminal as it comes and to the shared log a line at a time,
+    so stdout and stderr interleave by whole lines, never inside one."""
+    partial = b""
     while data := os.read(fd, 1 << 16):
         try:
             terminal.write(data)
             terminal.flush()
         except (OSError, ValueError):
             pass  # the terminal went away: keep logging
-        out.write(data)
+        partial += data
+        cut = partial.rfind(b"\n") + 1
+        if cut == 0 and len(partial) > MAX_PARTIAL_LINE:  # no newline in sight: don't hold it forever
+            cut = len(partial)
+        if cut:
+            out.write(partial[:cut])
+            partial = partial[cut:]
+    if partial:
+        out.write(partial)
     os.close(fd)
 
 

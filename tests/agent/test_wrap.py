@@ -1,6 +1,9 @@
 import io
 import json
+import os
 import sys
+import threading
+import time
 import tarfile
 from pathlib import Path
 
@@ -8,7 +11,7 @@ from agent.main import main
 from agent.nvml_sampler import Sampler
 from agent.spool import Spool
 from agent.uploader import ApiClient, Shipper
-from agent.wrap import BoundedLog, wrap
+from agent.wrap import BoundedLog, _tee, wrap
 from ingest.bundle import expand
 from ingest.parsers import detect
 from tests.agent.test_nvml_sampler import FakeReader
@@ -109,3 +112,23 @@ def test_the_bundle_captured_on_an_h200_expands_into_parsable_artifacts(tmp_path
         formats = {m.name: detect(m.path, m.name).FORMAT for m in members}
     assert formats["nvml_samples.jsonl"] == "nvml_jsonl"
     assert [f for name, f in formats.items() if name.startswith("logs/")] == ["log"]
+
+
+def test_stdout_and_stderr_interleave_by_whole_lines(tmp_path):
+    """A partial line on one stream must not be split by a line from the other."""
+    log = BoundedLog(tmp_path / "out.log")
+    (ra, wa), (rb, wb) = os.pipe(), os.pipe()
+    tees = [threading.Thread(target=_tee, args=(r, io.BytesIO(), log)) for r in (ra, rb)]
+    for t in tees:
+        t.start()
+    os.write(wa, b"loss 2.")        # half a line on stdout...
+    time.sleep(0.2)
+    os.write(wb, b"RuntimeError: boom\n")  # ...while stderr prints a whole one
+    time.sleep(0.2)
+    os.write(wa, b"31\n")
+    os.close(wa), os.close(wb)
+    for t in tees:
+        t.join(5)
+    log.close()
+    lines = (tmp_path / "out.log").read_bytes().splitlines()
+    assert sorted(lines) == [b"RuntimeError: boom", b"loss 2.31"]
