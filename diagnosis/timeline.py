@@ -6,8 +6,9 @@ which file said what, when. The template only draws what `layout()` computed.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
+
+from diagnosis.latency_chart import nice_step
 
 LABEL_W = 230          # left column for lane names
 PAD_R = 16
@@ -111,10 +112,7 @@ def layout(artifacts: list[tuple[str, int | None, int | None]], findings: list[d
 
 def tick_offsets(span_ns: int, target: int = 6) -> list[int]:
     """Offsets (ns from the start) at a 1-2-5 step giving about `target` ticks."""
-    raw = span_ns / target
-    magnitude = 10 ** math.floor(math.log10(raw)) if raw > 0 else 1
-    step = next(m * magnitude for m in (1, 2, 5, 10) if m * magnitude >= raw)
-    step = max(int(step), 1)
+    step = max(int(nice_step(span_ns / target)), 1)
     return list(range(0, span_ns + 1, step))
 
 
