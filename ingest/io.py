@@ -94,3 +94,15 @@ def read_all(path: Path | str, limit: int = MAX_DECOMPRESSED) -> bytes:
         raise
     except Exception as e:  # zlib.error and friends
         raise ParseError(str(path), "gzip stream", f"a readable gzip stream ({e})")
+
+
+def decode_json(data: bytes, path: Path | str, expected: str = "complete JSON", hint: str = ""):
+    """orjson.loads; a syntax error becomes a ParseError naming the byte, line and column."""
+    import orjson
+
+    from ingest.events import ParseError
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError as e:
+        raise ParseError(str(path), f"byte {e.pos} (line {e.lineno}, column {e.colno})",
+                         f"{expected} ({e.msg}){hint}") from None

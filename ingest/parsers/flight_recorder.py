@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 
 from ingest.events import EventSink, ParseError, ParseReport, clamp_int
-from ingest.io import read_all
+from ingest.io import decode_json, read_all
 from ingest.safe_pickle import is_pickle, loads as safe_loads
 
 FORMAT = "flight_recorder"
@@ -66,11 +66,7 @@ def parse(path: Path, sink: EventSink, report: ParseReport) -> None:
 def _decode(data: bytes, path: str) -> Any:
     if is_pickle(data[:2]):
         return safe_loads(data, path)
-    try:
-        return orjson.loads(data)
-    except orjson.JSONDecodeError as e:
-        raise ParseError(path, f"byte {e.pos} (line {e.lineno}, column {e.colno})",
-                         f"complete JSON ({e.msg}); the dump may be cut short") from None
+    return decode_json(data, path, hint="; the dump may be cut short")
 
 
 def _emit_entries(entries: list, rank: int | None, sink: EventSink, report: ParseReport) -> int:

@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 
 from ingest.events import EventSink, ParseError, ParseReport
-from ingest.io import read_all
+from ingest.io import decode_json, read_all
 
 FORMAT = "memory_stats"
 SOURCE = "memory_snapshot"  # same producer (the CUDA caching allocator) as snapshots
@@ -31,11 +31,7 @@ def sniff(head: bytes, name: str) -> bool:
 
 def parse(path: Path, sink: EventSink, report: ParseReport) -> None:
     data = read_all(path, MAX_BYTES)
-    try:
-        doc = orjson.loads(data)
-    except orjson.JSONDecodeError as e:
-        raise ParseError(str(path), f"byte {e.pos} (line {e.lineno}, column {e.colno})",
-                         f"complete JSON ({e.msg})") from None
+    doc = decode_json(data, path)
     if not isinstance(doc, dict):
         raise ParseError(str(path), "top level", "a JSON object of memory statistics")
     phases = _phases(doc)

@@ -13,10 +13,9 @@ import re
 from pathlib import Path
 
 import numpy as np
-import orjson
 
 from ingest.events import EventSink, ParseError, ParseReport
-from ingest.io import read_all
+from ingest.io import decode_json, read_all
 
 FORMAT = "memory_timeline"
 SOURCE = "memory_snapshot"
@@ -36,11 +35,7 @@ def sniff(head: bytes, name: str) -> bool:
 
 def parse(path: Path, sink: EventSink, report: ParseReport) -> None:
     data = read_all(path, MAX_BYTES)
-    try:
-        rows = orjson.loads(data)
-    except orjson.JSONDecodeError as e:
-        raise ParseError(str(path), f"byte {e.pos} (line {e.lineno}, column {e.colno})",
-                         f"a complete JSON list of [ts, action, bytes, category] ({e.msg})") from None
+    rows = decode_json(data, path, expected="a complete JSON list of [ts, action, bytes, category]")
     if not isinstance(rows, list):
         raise ParseError(str(path), "top level", "a JSON list of [ts, action, bytes, category]")
     index = [i for i, r in enumerate(rows) if isinstance(r, list) and len(r) == 4
