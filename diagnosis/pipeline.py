@@ -57,14 +57,15 @@ def load_events(artifacts: Iterable[ArtifactResult],
                 clock_offsets: dict[str, int] | None = None) -> tuple[pd.DataFrame, list[dict]]:
     """All artifacts' events on one clock, as one DataFrame sorted by time, and the
     alignment that was applied (one entry per artifact, shown in the report)."""
-    from ingest.align import align_tables, describe_alignment
+    from ingest.align import apply_alignment, describe_plans, plan_alignment
     artifacts = list(artifacts)
     tables = {a.name: pq.read_table(a.parquet) for a in artifacts if a.parquet and a.parquet.exists()}
     if not tables:
         return SCHEMA.empty_table().to_pandas(), []
     metas = {a.name: a.meta for a in artifacts}
-    alignment = describe_alignment(tables, metas, clock_offsets)
-    aligned = align_tables(tables, metas, clock_offsets)
+    plans = plan_alignment(tables, metas, clock_offsets)  # once: it reads every table's time range
+    alignment = describe_plans(plans)
+    aligned = apply_alignment(tables, plans)
     table = pa.concat_tables(list(aligned.values()), promote_options="permissive").unify_dictionaries()
     df = table.to_pandas()
     return df.sort_values("ts", kind="stable", ignore_index=True), alignment

@@ -111,7 +111,11 @@ def plan_alignment(tables: dict[str, pa.Table], metas: dict[str, dict],
 
 def align_tables(tables: dict[str, pa.Table], metas: dict[str, dict],
                  clock_offsets: dict[str, int] | None = None) -> dict[str, pa.Table]:
-    plans = plan_alignment(tables, metas, clock_offsets)
+    return apply_alignment(tables, plan_alignment(tables, metas, clock_offsets))
+
+
+def apply_alignment(tables: dict[str, pa.Table], plans: dict[str, Alignment]) -> dict[str, pa.Table]:
+    """Each table with its planned offset added to `ts` (or file-order times where it had none)."""
     out = {}
     for name, table in tables.items():
         plan = plans[name]
@@ -128,7 +132,11 @@ def align_tables(tables: dict[str, pa.Table], metas: dict[str, dict],
 def describe_alignment(tables: dict[str, pa.Table], metas: dict[str, dict],
                        clock_offsets: dict[str, int] | None = None) -> list[dict]:
     """For the report: artifact, clock domain, offset applied (ns), how it was decided."""
-    return [asdict(p) for p in plan_alignment(tables, metas, clock_offsets).values()]
+    return describe_plans(plan_alignment(tables, metas, clock_offsets))
+
+
+def describe_plans(plans: dict[str, Alignment]) -> list[dict]:
+    return [asdict(p) for p in plans.values()]
 
 
 def _range(table: pa.Table) -> tuple[int, int] | None:
