@@ -4,6 +4,7 @@ import pytest
 
 from diagnosis import scenarios
 from diagnosis.severity import RANK
+from tests.acceptance.findings import by_root
 from tests.corpus import CORPUS
 
 pytestmark = pytest.mark.skipif(not CORPUS.is_dir(), reason="shared corpus not found")
@@ -54,17 +55,8 @@ LOGS = {
 LOGS_QUIET = ["cudagraph_capture_vllm_7593_gemma2_l4_info.log", "nccl_tests_allreduce_8xa100_superbench.log"]
 
 
-def _by_root(report: dict) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for f in report["findings"]:
-        key = f["root_cause"]
-        if key not in out or RANK[f["severity"]] > RANK[out[key]]:
-            out[key] = f["severity"]
-    return out
-
-
 def _check(report: dict, expected: dict[str, str], forbidden: set[str]) -> None:
-    found = _by_root(report)
+    found = by_root(report)
     for key, severity in expected.items():
         assert key in found, f"expected {key}; found {found}"
         assert RANK[found[key]] >= RANK[severity], f"{key} is {found[key]}, expected at least {severity}"

@@ -5,6 +5,7 @@ import pytest
 
 from diagnosis import scenarios
 from diagnosis.severity import RANK
+from tests.acceptance.findings import by_root
 from tests.corpus import ROOT
 
 RERUN = ROOT / "tests" / "fixtures" / "h200_rerun"
@@ -23,14 +24,6 @@ EXPECTED = {  # scenario -> (root cause: minimum severity, root causes that must
     "sync_stall_decode": ({"host.sync_stall": "warning"}, set()),
 }
 QUIET = ["healthy_decode", "graph_replay_decode"]
-
-
-def by_root(report):
-    out = {}
-    for f in report["findings"]:
-        if RANK[f["severity"]] > RANK.get(out.get(f["root_cause"]), -1):
-            out[f["root_cause"]] = f["severity"]
-    return out
 
 
 @pytest.mark.parametrize("scenario", sorted(EXPECTED))
