@@ -24,8 +24,9 @@ test: install
 	scripts/ensure-chromium.sh
 	$(BIN)/python -m pytest
 
-# Unit tests only: no PostgreSQL/Redis/worker/browser.
+# Unit tests only: no PostgreSQL/worker/browser (tasks are still queued on the real Redis).
 test-fast: install
+	scripts/ensure-services.sh
 	$(BIN)/python -m pytest -m "not integration and not browser"
 
 bench: install

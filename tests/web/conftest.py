@@ -2,6 +2,8 @@
 is in another team (`other`), so every test can check cross-team denial."""
 from __future__ import annotations
 
+import os
+import uuid
 from pathlib import Path
 
 import pytest
@@ -72,13 +74,60 @@ def charlie_api(charlie):
     return token_client(charlie)
 
 
+REDIS_URL = os.environ.get("TRACEDOC_TEST_REDIS", "redis://127.0.0.1:6379/0")
+
+
+def fresh_connections() -> None:
+    """Drop pooled broker connections so the next publish connects to the configured URL."""
+    from kombu import pools
+
+    from tracedoc.celery import app
+    if app._pool is not None:
+        app._pool.force_close_all()
+        app._pool = None
+    app.amqp._producer_pool = None
+    pools.reset()  # kombu's process-wide producer/connection pools, keyed by the old broker
+
+
+class QueuedTasks:
+    """What the code under test sent to the real broker, read back from the queue."""
+
+    def __init__(self, queue: str):
+        self.queue, self.seen = queue, []
+
+    def ids(self) -> list[int]:
+        """The first argument (a trace id) of every task queued so far, in order."""
+        from tracedoc.celery import app
+        with app.connection_for_read() as conn:
+            q = conn.SimpleQueue(self.queue)
+            while True:
+                try:
+                    message = q.get(timeout=0.2)
+                except q.Empty:
+                    break
+                args, _kwargs, _embed = message.decode()
+                self.seen.append(args[0])
+                message.ack()
+            q.close()
+        return list(self.seen)
+
+
 @pytest.fixture
-def no_worker(monkeypatch):
-    """Record the traces queued for parsing instead of sending them to a broker."""
-    queued = []
-    monkeypatch.setattr("ingest.tasks.parse_trace.delay", queued.append)
-    monkeypatch.setattr("diagnosis.tasks.diagnose_trace.delay", queued.append)
-    return queued
+def no_worker():
+    """Tasks go to the real Redis broker, on a queue of this test's own that no worker reads;
+    the test reads back what was queued (`.ids()`)."""
+    from tracedoc.celery import app
+    queue = f"test-queue-{uuid.uuid4().hex[:12]}"
+    saved = {"CELERY_BROKER_URL": app.conf.broker_url, "CELERY_TASK_DEFAULT_QUEUE": app.conf.task_default_queue}
+    app.conf.update(CELERY_BROKER_URL=REDIS_URL, CELERY_TASK_DEFAULT_QUEUE=queue)
+    fresh_connections()
+    probe = QueuedTasks(queue)
+    yield probe
+    probe.ids()  # drain, then drop the queue's keys: leave nothing behind in Redis
+    import redis
+    redis.Redis.from_url(REDIS_URL).delete(queue, f"_kombu.binding.{queue}")
+    app.conf.update(saved)
+    fresh_connections()
 
 
 @pytest.fixture

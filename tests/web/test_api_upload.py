@@ -42,7 +42,7 @@ def test_the_trace_is_queued_once_the_upload_is_committed(alice_api, no_worker, 
                                                           django_capture_on_commit_callbacks):
     with django_capture_on_commit_callbacks(execute=True):
         trace_id = upload(alice_api, corpus_files()).json()["id"]
-    assert no_worker == [trace_id]
+    assert no_worker.ids() == [trace_id]
 
 
 def test_labels_filter_the_list(alice_api, no_worker, corpus_dir):

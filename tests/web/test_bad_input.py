@@ -33,7 +33,7 @@ def test_each_bad_file_alone_fails_the_trace_naming_it(infra, alice, bad, no_wor
     assert trace.state == "failed", (artifact.format, artifact.event_count)
     assert artifact.error.startswith(name)
     assert name in trace.error and "no artifact could be parsed" in trace.error
-    assert no_worker == []  # nothing to diagnose
+    assert no_worker.ids() == []  # nothing to diagnose
 
 
 def test_all_bad_files_are_named_in_the_failure(infra, alice, bad, no_worker):
