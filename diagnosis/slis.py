@@ -23,13 +23,15 @@ def _obs(ts, value) -> pd.DataFrame:
     return pd.DataFrame({"ts": ts, "value": np.broadcast_to(np.asarray(value, dtype=np.float64), ts.shape)})
 
 
-def _steady_steps(ctx) -> pd.DataFrame:
+def _token_steps(ctx) -> pd.DataFrame:
+    """Decode steps that emit tokens: per-token SLOs mean nothing on training or diffusion steps."""
     steps = ctx.feature("decode_steps")
-    return steps[~steps["cold"]] if not steps.empty else steps
+    return steps[steps["token"]] if not steps.empty else steps
 
 
 def token_latency(ctx):
-    steps = _steady_steps(ctx)
+    steps = _token_steps(ctx)
+    steps = steps[~steps["cold"]] if not steps.empty else steps
     return _obs(steps["ts"], steps["value"]) if not steps.empty else None
 
 
@@ -38,13 +40,13 @@ MIN_TAIL_MS = 1.0  # below this p99 - median is timer noise on sub-millisecond s
 
 def token_latency_tail_ratio(ctx):
     j = ctx.feature("latency_jitter")
-    if j.empty or parse_attrs(j["attrs"].iloc[0]).get("tail_ms", MIN_TAIL_MS) < MIN_TAIL_MS:
+    if j.empty or _token_steps(ctx).empty or parse_attrs(j["attrs"].iloc[0]).get("tail_ms", MIN_TAIL_MS) < MIN_TAIL_MS:
         return None
     return _obs(j["ts"], j["value"])
 
 
 def time_to_first_token(ctx):
-    steps = ctx.feature("decode_steps")
+    steps = _token_steps(ctx)
     return _obs(steps["ts"].iloc[:1], steps["value"].iloc[:1]) if not steps.empty else None
 
 

@@ -51,7 +51,8 @@ def _steps_from_events(ev: pd.DataFrame) -> pd.DataFrame:
 
 
 @feature("decode_steps", doc="One row per decode step / profiler step: ts, dur, value = latency in ms, "
-         "step = index, cold = part of the cold start, spike = above 1.5x the steady median.")
+         "step = index, cold = part of the cold start, spike = above 1.5x the steady median, token = the step "
+         "emits a token (token-latency records, OTLP decode spans, decode_step_N annotations; not ProfilerStep#N).")
 def decode_steps(ctx) -> pd.DataFrame:
     steps = _steps_from_events(ctx.events).sort_values("ts", ignore_index=True)
     if steps.empty:
@@ -74,7 +75,15 @@ def decode_steps(ctx) -> pd.DataFrame:
     median = float(np.median(steady)) if len(steady) else tail_median
     steps["spike"] = ~cold & (lat >= SPIKE_FACTOR * median)
     steps["steady_median_ms"] = median
+    # token SLIs need steps that emit tokens: a profiler step may be a training or diffusion step
+    steps["token"] = _emits_tokens(steps)
     return steps
+
+
+def _emits_tokens(steps: pd.DataFrame) -> pd.Series:
+    if "name" not in steps.columns:  # token-latency records and OTLP step spans
+        return pd.Series(True, index=steps.index)
+    return steps["origin"].ne("annotation") | steps["name"].astype(str).str.startswith("decode_step_")
 
 
 @feature("cold_start", doc="The leading cold-start steps (one summary row): value = cold steps' total ms, "

@@ -1,9 +1,11 @@
 """GPU activity and host synchronisation in the steady state of a profiler trace.
 
-`gpu_activity` says how busy the GPU is while the host drives it: a decode step made of
-many tiny kernels with the GPU idle most of the time is launch-bound. `host_syncs` counts
-the calls that make the host wait for the GPU each step. One device synchronisation per
-step is how a decode loop reads its token back and is not counted as a stall.
+`gpu_activity` says how busy the GPU is while the host drives it, and how its idle time is
+split: many short gaps between tiny kernels (the host cannot launch fast enough:
+launch-bound) or few long gaps (the host is busy elsewhere: input pipeline, synchronisation,
+Python). It works without step markers: the window is then the span of the kernels.
+`host_syncs` counts the calls that make the host wait for the GPU each step. One device
+synchronisation per step is how a decode loop reads its token back and is not counted.
 """
 from __future__ import annotations
 
@@ -17,6 +19,9 @@ from rules.features import feature
 STREAM_SYNCS = ("cudaStreamSynchronize", "cudaEventSynchronize", "cudaMemcpy", "cudaMemcpy2D", "hipStreamSynchronize")
 DEVICE_SYNCS = ("cudaDeviceSynchronize", "hipDeviceSynchronize")
 SCALAR_READS = ("aten::item", "aten::tolist")
+SHORT_GAP_NS = 200_000     # a gap a launch or one eager op's dispatch explains
+LONG_GAP_NS = 1_000_000    # a gap where the host did something else
+INPUT_OPS = ("DataLoader", "dataloader", "_next_data", "__next__", "collate", "fetch")
 LAUNCH_CALLS = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx",
                 "hipLaunchKernel", "hipExtModuleLaunchKernel")
 
@@ -34,10 +39,27 @@ def steady_window(ctx) -> tuple[int, int, int] | None:
     return int(k["ts"].min()), int((k["ts"] + k["dur"]).max()), 0
 
 
-def _busy_ns(starts: np.ndarray, ends: np.ndarray) -> int:
-    """Length of the union of intervals (kernels on several streams overlap)."""
+def _kernel_window(ctx):
+    """(lo, hi, steps, kernels, busy ns, gaps) of the steady window; None when it has under
+    ten kernels (too few to say how busy the GPU is)."""
+    win = steady_window(ctx)
+    if win is None:
+        return None
+    lo, hi, steps = win
+    ev = ctx.events
+    k = ev[(ev["kind"] == "kernel") & (ev["ts"] >= lo) & (ev["ts"] < hi)]
+    if len(k) < 10 or hi <= lo:
+        return None
+    starts = k["ts"].to_numpy(np.int64)
+    busy, gaps = _busy_and_gaps(starts, starts + k["dur"].to_numpy(np.int64))
+    return lo, hi, steps, k, busy, gaps
+
+
+def _busy_and_gaps(starts: np.ndarray, ends: np.ndarray) -> tuple[int, np.ndarray]:
+    """(length of the union of the intervals, the gaps between them as (start, end) rows):
+    kernels on several streams overlap, so busy time is the union, and a gap is where none runs."""
     if not len(starts):
-        return 0
+        return 0, np.empty((0, 2), dtype=np.int64)
     order = np.argsort(starts, kind="stable")
     s, e = starts[order], ends[order]
     run_end = np.maximum.accumulate(e)
@@ -48,23 +70,33 @@ def _busy_ns(starts: np.ndarray, ends: np.ndarray) -> int:
     g_start = s[new]
     g_end = np.zeros(groups[-1] + 1, dtype=np.int64)
     np.maximum.at(g_end, groups, e)
-    return int((g_end - g_start).sum())
+    return int((g_end - g_start).sum()), np.column_stack([g_end[:-1], g_start[1:]])
+
+
+def _gap_attrs(bounds: np.ndarray, window_ns: int) -> dict:
+    """How the idle time splits into short (launch-scale) and long (host elsewhere) gaps."""
+    gaps = bounds[:, 1] - bounds[:, 0]
+    idle = int(gaps.sum())
+    short, long_ = gaps[gaps < SHORT_GAP_NS], gaps[gaps >= LONG_GAP_NS]
+    return {
+        "gaps": int(len(gaps)), "median_gap_us": round(float(np.median(gaps)) / 1e3, 1) if len(gaps) else 0.0,
+        "idle_short_pct": round(100 * float(short.sum()) / idle, 1) if idle else 0.0,
+        "long_gaps": int(len(long_)), "long_gap_idle_pct": round(100 * float(long_.sum()) / window_ns, 1),
+        "longest_gap_ms": round(float(gaps.max()) / 1e6, 2) if len(gaps) else 0.0,
+    }
 
 
 @feature("gpu_activity", doc="GPU busy share in the steady state (one row): value = busy fraction 0..1; "
          "attrs: busy_pct, kernels, kernels_per_step, median_kernel_us, launches, launch_share_pct (host time "
-         "inside launch calls), graph_launches, window_ms.")
+         "inside launch calls), graph_launches, window_ms, steps (0: no step markers, the window is the kernels' "
+         "span), gaps, median_gap_us, idle_short_pct (idle time in gaps < 200 us), long_gaps (>= 1 ms), "
+         "long_gap_idle_pct (their share of the window), longest_gap_ms.")
 def gpu_activity(ctx) -> pd.DataFrame:
-    win = steady_window(ctx)
     ev = ctx.events
-    if win is None:
+    window = _kernel_window(ctx)
+    if window is None:
         return ev.iloc[0:0]
-    lo, hi, steps = win
-    k = ev[(ev["kind"] == "kernel") & (ev["ts"] >= lo) & (ev["ts"] < hi)]
-    if len(k) < 10 or hi <= lo:
-        return ev.iloc[0:0]
-    starts = k["ts"].to_numpy(np.int64)
-    busy = _busy_ns(starts, starts + k["dur"].to_numpy(np.int64))
+    lo, hi, steps, k, busy, gaps = window
     launch_calls = ev[(ev["kind"] == "runtime") & ev["name"].isin(LAUNCH_CALLS) & (ev["ts"] >= lo) & (ev["ts"] < hi)]
     launches = int(len(launch_calls))
     graphs = int(((ev["kind"] == "runtime") & (ev["name"] == "cudaGraphLaunch") & (ev["ts"] >= lo) & (ev["ts"] < hi)).sum())
@@ -81,6 +113,7 @@ def gpu_activity(ctx) -> pd.DataFrame:
         "text": f"{len(k)} kernels over {(hi - lo) / 1e6:.1f} ms of steady state, GPU busy {100 * frac:.1f}%, "
                 f"median kernel {float(np.median(k['dur'])) / 1e3:.2f} us, {launches} launch calls",
         "graph_launches": graphs, "window_ms": round((hi - lo) / 1e6, 1), "steps": steps,
+        **_gap_attrs(gaps, hi - lo),
     })
     return row
 
@@ -116,3 +149,71 @@ def host_syncs(ctx) -> pd.DataFrame:
                 f"{steps} steps (first here)",
     })
     return first
+
+
+@feature("gpu_idle_gaps", doc="Long GPU idle gaps (>= 1 ms, no kernel on any stream) in the steady state, with "
+         "what the host was doing meanwhile (one summary row at the longest gap): value = share of the window "
+         "the GPU spent in long gaps (0..1); attrs: long_gaps, idle_ms, window_ms, busy_pct, longest_gap_ms, "
+         "host (input, sync or other: where the host spent most of the gap time), input_pct, sync_pct, "
+         "top_host_ops (name -> ms inside the gaps), steps.")
+def gpu_idle_gaps(ctx) -> pd.DataFrame:
+    ev = ctx.events
+    window = _kernel_window(ctx)
+    if window is None:
+        return ev.iloc[0:0]
+    lo, hi, steps, k, busy, bounds = window
+    bounds = bounds[(bounds[:, 1] - bounds[:, 0]) >= LONG_GAP_NS]
+    if not len(bounds):
+        return ev.iloc[0:0]
+    idle = int((bounds[:, 1] - bounds[:, 0]).sum())
+    host = _host_time_in(ev, bounds)
+    input_ns = sum(v for n, v in host.items() if any(t in n for t in INPUT_OPS))
+    sync_ns = sum(v for n, v in host.items() if n in STREAM_SYNCS + DEVICE_SYNCS + SCALAR_READS)
+    verdict = "input" if input_ns >= 0.3 * idle else "sync" if sync_ns >= 0.3 * idle else "other"
+    top_name = max(host, key=host.get) if host else ""
+    longest = int(np.argmax(bounds[:, 1] - bounds[:, 0]))
+    top = dict(sorted(host.items(), key=lambda kv: -kv[1])[:5])
+    row = k.iloc[[0]].copy()
+    row["ts"], row["dur"] = int(bounds[longest, 0]), int(bounds[longest, 1] - bounds[longest, 0])
+    row["kind"], row["name"], row["value"] = "sample", "gpu_idle_gaps", idle / (hi - lo)
+    row["attrs"] = json.dumps({
+        "long_gaps": int(len(bounds)), "idle_ms": round(idle / 1e6, 1), "window_ms": round((hi - lo) / 1e6, 1),
+        "idle_pct": round(100 * idle / (hi - lo), 1), "busy_pct": round(100 * busy / (hi - lo), 1),
+        "longest_gap_ms": round(float(row["dur"].iloc[0]) / 1e6, 2), "host": verdict,
+        "input_pct": round(100 * input_ns / idle, 1), "sync_pct": round(100 * sync_ns / idle, 1),
+        "top_host_ops": {n: round(v / 1e6, 2) for n, v in top.items()}, "steps": steps,
+        "verdict": _IDLE_VERDICTS[verdict].format(pct=round(100 * max(input_ns, sync_ns) / idle), op=top_name),
+        "text": f"{len(bounds)} gaps of 1 ms or more with no kernel running, {idle / 1e6:.1f} ms of "
+                f"{(hi - lo) / 1e6:.1f} ms; longest {row['dur'].iloc[0] / 1e6:.1f} ms here",
+    })
+    return row
+
+
+_IDLE_VERDICTS = {
+    "input": "the host was in the input pipeline (DataLoader) for {pct}% of that time: the job is input-bound",
+    "sync": "the host was waiting in synchronising calls for {pct}% of that time: it stalls on the GPU, then "
+            "has nothing queued",
+    "other": "the host was busy elsewhere (most time in `{op}`): host-side work between kernels starves the GPU",
+}
+MAX_GAPS_EXAMINED = 200  # the longest gaps carry the idle time; bounds the interval join
+
+
+def _host_time_in(ev: pd.DataFrame, bounds: np.ndarray) -> dict[str, int]:
+    """Host op/runtime time (ns) inside the gaps, by name; outermost ops only would need the
+    call tree, so nested ops are counted under each name (shares, not a partition)."""
+    order = np.argsort(bounds[:, 0] - bounds[:, 1])[:MAX_GAPS_EXAMINED]
+    g = bounds[np.sort(order)]
+    host = ev[ev["kind"].isin(("cpu_op", "runtime", "annotation", "sync")) & (ev["dur"] > 0)]
+    if host.empty:
+        return {}
+    s = host["ts"].to_numpy(np.int64)
+    e = s + host["dur"].to_numpy(np.int64)
+    codes = host["name"].cat.codes.to_numpy()  # per name without materialising the strings
+    sums = np.zeros(len(host["name"].cat.categories))
+    for lo, hi in g:
+        inside = (s < hi) & (e > lo)
+        if inside.any():
+            overlap = np.minimum(e[inside], hi) - np.maximum(s[inside], lo)
+            sums += np.bincount(codes[inside], weights=overlap, minlength=len(sums))
+    names = host["name"].cat.categories
+    return {str(names[c]): int(sums[c]) for c in np.nonzero(sums)[0]}

@@ -12,14 +12,31 @@ FIXTURES = ROOT / "tests" / "fixtures" / "nccl_multirank"
 class Ctx:
     """The SLI functions read only `events` and features; this context serves fixed steps."""
 
-    def __init__(self, latencies_ms):
+    def __init__(self, latencies_ms, token=True):
         n = len(latencies_ms)
         self.steps = pd.DataFrame({"ts": [i * 10**8 for i in range(n)], "dur": [0] * n,
-                                   "value": latencies_ms, "cold": [False] * n})
+                                   "value": latencies_ms, "cold": [False] * n, "token": [token] * n})
 
     def feature(self, name):
         assert name == "decode_steps"
         return self.steps
+
+
+def test_token_slos_need_token_steps():
+    # the same slow steps as training/diffusion profiler steps: no per-token SLO applies
+    slow = [900.0] * 20
+    for slo in ("p99 <= 50ms",):
+        assert evaluate_slo(SLO("lat", "t", "token_latency", slo, "1h"), Ctx(slow, token=True)) is not None
+        assert evaluate_slo(SLO("lat", "t", "token_latency", slo, "1h"), Ctx(slow, token=False)) is None
+    assert evaluate_slo(SLO("ttft", "t", "time_to_first_token", "max <= 2ms", "1h"), Ctx(slow, token=False)) is None
+
+
+@pytest.mark.skipif(not CORPUS.is_dir(), reason="shared corpus not found")
+def test_training_trace_has_no_token_slo():
+    """A training profiler trace (ProfilerStep#N, no tokens) gets step-time SLIs, never per-token ones."""
+    report = scenarios.report(CORPUS / "public" / "kineto" / "hta_trace_diff_control_rank3_ws8.json.gz")
+    slos = {v["slo"] for v in report["violations"]}
+    assert not slos & {"token_latency_p99", "time_to_first_token", "token_latency_consistency"}, slos
 
 
 def test_builtin_slos_load():
