@@ -33,6 +33,7 @@ bench: install
 	$(BIN)/python -m pip install -q -e '.[bench]'
 	$(BIN)/python -m bench.bench_kineto_parse
 	$(BIN)/python -m bench.bench_rules
+	$(BIN)/python -m bench.bench_diagnose
 
 services:
 	scripts/ensure-services.sh

@@ -85,16 +85,18 @@ def _open(args):
 
 
 def cmd_run(args) -> int:
-    from agent.capture import Capture, base_labels
+    from agent.capture import Capture, base_labels, run_loop
     from agent.dumps import DumpWatcher
     from agent.nvml_sampler import open_sampler
+    from agent.placement import place_thread
     from agent.tailer import LogTailer
 
     if not args.server:
         raise SystemExit("tracedoc-agent run: give --server (or set TRACEDOC_SERVER)")
+    place_thread(args.nice, args.cpus)  # before any other thread starts: they inherit it
     spool, shipper = _open(args)
     labels = base_labels(dict(args.labels))
-    capture = Capture(spool, open_sampler(args.interval, labels["host"]),
+    capture = Capture(spool, open_sampler(args.interval, labels["host"], args.pcie, start=False),
                       LogTailer(args.logs, spool, args.from_start) if args.logs else None,
                       DumpWatcher(args.dumps, spool) if args.dumps else None)
     if not (capture.sampler or capture.tailer or capture.dumps):
@@ -103,20 +105,19 @@ def cmd_run(args) -> int:
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    shipping = threading.Thread(target=shipper.run, args=(stop,), name="shipper", daemon=True)
+    shipping = threading.Thread(target=shipper.run, name="shipper", daemon=True)
     shipping.start()
     log.info("capturing into %s; shipping to %s every %.0f s", spool.root, args.server, args.ship_every)
-    window_start = time.time()
-    while not stop.wait(min(args.collect_every, args.ship_every)):
-        capture.collect()
-        if time.time() - window_start >= args.ship_every:
-            capture.bundle(labels, window_start, time.time())
-            window_start = time.time()
-            shipper.wake.set()
+
+    def close_window(start: float, end: float, chunks) -> None:
+        shipper.submit(lambda: capture.bundle(labels, start, end, chunks=chunks))
+
+    window_start = run_loop(capture, stop, args.interval, min(args.collect_every, args.ship_every),
+                            args.ship_every, close_window)
     log.info("stopping: bundling the last window and shipping for up to %.0f s", args.ship_timeout)
-    capture.finish(labels, window_start, time.time())
-    shipper.wake.set()
+    shipper.close()  # the windows already closed are bundled first, in order
     shipping.join()
+    capture.finish(labels, window_start, time.time())
     if not shipper.ship_until(time.monotonic() + args.ship_timeout):
         log.warning("%d bundle(s) stay in %s for the next run", len(spool.bundles()), spool.outbox)
     return EXIT_OK
@@ -125,6 +126,7 @@ def cmd_run(args) -> int:
 def cmd_wrap(args) -> int:
     from agent.capture import base_labels
     from agent.nvml_sampler import open_sampler
+    from agent.placement import place_thread
     from agent.wrap import wrap
 
     cmd = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -132,7 +134,9 @@ def cmd_wrap(args) -> int:
         raise SystemExit("tracedoc-agent wrap: give the command after --, e.g. wrap -- python train.py")
     spool, shipper = _open(args)
     labels = base_labels(dict(args.labels))
-    return wrap(cmd, spool, labels, open_sampler(args.interval, labels["host"]), shipper, args.ship_timeout,
+    sampler = open_sampler(args.interval, labels["host"], args.pcie,  # placed in its own thread only:
+                           setup=lambda: place_thread(args.nice, args.cpus))  # the command keeps its priority
+    return wrap(cmd, spool, labels, sampler, shipper, args.ship_timeout,
                 log_globs=args.logs, dump_dirs=args.dumps, logs_from_start=args.from_start)
 
 
@@ -151,9 +155,11 @@ def cmd_ship(args) -> int:
 
 def cmd_sample(args) -> int:
     from agent.nvml_sampler import NvmlReader, NvmlUnavailable, Sampler
+    from agent.placement import place_thread
 
+    place_thread(args.nice, args.cpus)
     try:
-        sampler = Sampler(NvmlReader(), args.interval)
+        sampler = Sampler(NvmlReader(pcie=args.pcie), args.interval)
     except NvmlUnavailable as e:
         print(f"tracedoc-agent: {e}", file=sys.stderr)
         return EXIT_ERROR
@@ -197,8 +203,20 @@ def build_parser() -> argparse.ArgumentParser:
         s.add_argument("--ship-timeout", type=duration, default=ship_timeout,
                        help="how long to keep retrying at exit (default %(default)s s)")
 
+    def placement_args(s):
+        s.add_argument("--pcie", action="store_true",
+                       help="also record PCIe traffic (from the driver's byte counters, once a second; where "
+                            "it has none, from a 20 ms driver query made every 10 s)")
+        s.add_argument("--nice", type=int, default=10,
+                       help="run the agent at this nice value and the lowest best-effort I/O priority "
+                            "(default 10; 0 leaves both alone)")
+        s.add_argument("--cpus", default="auto",
+                       help="pin the agent: 'auto' (the highest-numbered allowed CPU, on hosts of 4 CPUs "
+                            "or more), 'none', or a list such as 31 or 30-31 (default auto)")
+
     def capture_args(s):
         s.add_argument("--interval", type=duration, default=0.1, help="NVML sample interval (default 0.1 s)")
+        placement_args(s)
         s.add_argument("--logs", nargs="+", default=[], metavar="GLOB", help="log files to follow")
         s.add_argument("--from-start", action="store_true",
                        help="ship what the log files already hold too (default: only what is appended)")
@@ -229,6 +247,7 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--interval", type=duration, default=0.1)
     m.add_argument("--duration", type=duration, default=60.0)
     m.add_argument("--output", default="-", help="file to write (default stdout)")
+    placement_args(m)
     m.set_defaults(func=cmd_sample)
     return p
 

@@ -116,12 +116,14 @@ class Spool:
     def pending_chunks(self) -> list[Path]:
         return sorted(self.chunks.iterdir())
 
-    def make_bundle(self, labels: dict[str, str], name: str = "") -> Bundle | None:
-        """Join the pending chunks per stream into one tar.gz in the outbox; None if nothing is pending.
+    def make_bundle(self, labels: dict[str, str], name: str = "",
+                    chunks: list[Path] | None = None) -> Bundle | None:
+        """Join the pending chunks (or the given ones: a window's, listed when it closed) per
+        stream into one tar.gz in the outbox; None if there are none.
 
         The labels file is published before the bundle: a bundle in the outbox always has labels.
         """
-        chunks = self.pending_chunks()
+        chunks = [c for c in (self.pending_chunks() if chunks is None else chunks) if c.exists()]
         if not chunks:
             return None
         streams: dict[str, list[Path]] = defaultdict(list)

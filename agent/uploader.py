@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 import logging
 import os
+import queue
 import random
-import threading
 import time
 import uuid
 from typing import BinaryIO, Callable
@@ -26,6 +26,7 @@ log = logging.getLogger(__name__)
 CONNECT_TIMEOUT_S = 10
 READ_TIMEOUT_S = 120  # past the server's own wait, when asked to wait
 RETRYABLE_STATUS = {408, 425, 429, 500, 502, 503, 504}
+_NO_JOB = object()  # the wait for a job timed out: time to retry shipping
 
 
 class ApiError(Exception):
@@ -150,7 +151,7 @@ class Shipper:
         self.backoff_base, self.backoff_max, self.jitter = backoff_base, backoff_max, jitter
         self.failures = 0
         self.shipped: list[dict] = []  # the server's answers, newest last
-        self.wake = threading.Event()
+        self.jobs: queue.SimpleQueue = queue.SimpleQueue()
 
     def ship_pending(self) -> bool:
         """Try every bundle once, oldest first; True when the outbox is empty afterwards."""
@@ -185,16 +186,35 @@ class Shipper:
         full = min(self.backoff_max, self.backoff_base * 2 ** (self.failures - 1))
         return full * (0.5 + self.jitter() / 2)
 
-    def run(self, stop: threading.Event, idle_poll: float = 5.0) -> None:
-        """Ship until `stop` is set: right away when woken (a new bundle), else every idle_poll
-        seconds, and after a failure only once its backoff has passed."""
-        while not stop.is_set():
-            ok = self.ship_pending()
-            self.wake.clear()
-            if ok:
-                self.wake.wait(idle_poll)
-            else:
-                stop.wait(self.next_delay())
+    def submit(self, job: Callable[[], object]) -> None:
+        """Run `job` (making a bundle, say) on the shipping thread, then ship."""
+        self.jobs.put(job)
+
+    def close(self) -> None:
+        """End `run` once the jobs queued so far are done."""
+        self.jobs.put(None)
+
+    def run(self) -> None:
+        """Run the submitted jobs and ship, until close(). Bundling and compressing happen here,
+        off the sampling loop. Idle, the thread sleeps until the next job: no periodic wake-up.
+        After a failure the outbox is tried again once its backoff has passed (a new job does
+        not cut the backoff short)."""
+        retry_at: float | None = 0.0  # ship what earlier runs left, at once
+        while True:
+            timeout = None if retry_at is None else max(0.0, retry_at - time.monotonic())
+            try:
+                job = self.jobs.get(timeout=timeout)
+            except queue.Empty:
+                job = _NO_JOB
+            if job is None:
+                return
+            if job is not _NO_JOB:
+                try:
+                    job()
+                except Exception as e:  # a full disk must not end shipping
+                    log.error("bundling failed: %s", e)
+            if retry_at is None or time.monotonic() >= retry_at:
+                retry_at = None if self.ship_pending() else time.monotonic() + self.next_delay()
 
     def ship_until(self, deadline: float) -> bool:
         """Ship with retries until the outbox is empty or time.monotonic() passes `deadline`."""

@@ -17,6 +17,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable
 
 import orjson
 
@@ -27,11 +28,14 @@ TARGET_SPEEDUP = 5.0
 TARGET_RSS_OVER_SIZE = 2.0
 
 
-def build_trace(out: Path, min_mb: int) -> int:
-    """Tile the source trace until the JSON is at least min_mb MB; returns its size."""
+def build_trace(out: Path, min_mb: int, transform: Callable[[list[dict]], list[dict]] | None = None) -> int:
+    """Tile the source trace until the JSON is at least min_mb MB; returns its size.
+    `transform` may rewrite the source's events once, before tiling (e.g. long kernel names)."""
     from ingest.io import read_all
     doc = orjson.loads(read_all(corpus(*SOURCE)))
     events = doc.pop("traceEvents")
+    if transform is not None:
+        events = transform(events)
     timed = [e for e in events if isinstance(e.get("ts"), (int, float))]
     span = max(e["ts"] + e.get("dur", 0) for e in timed) - min(e["ts"] for e in timed) + 1000.0
     corr_span = 1 + max((e.get("args", {}).get("correlation", 0) for e in events), default=0)
@@ -87,10 +91,12 @@ def worker(which: str, trace: Path) -> None:
         seconds, events = time.perf_counter() - started, report.events
     else:
         from hta.trace_analysis import TraceAnalysis
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         analysis = TraceAnalysis(trace_dir=str(trace.parent))
-        seconds = time.perf_counter() - started
+        seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
         events = sum(len(df) for df in analysis.t.traces.values())
+        print(json.dumps({"seconds": seconds, "cpu": cpu, "peak_rss": _peak_rss_bytes(), "events": events}))
+        return
     print(json.dumps({"seconds": seconds, "peak_rss": _peak_rss_bytes(), "events": events}))
 
 

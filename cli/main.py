@@ -6,6 +6,11 @@ import sys
 
 from cli.output import EXIT_BAD_INPUT, print_report
 
+# 0 nothing at or above --fail-on, 1 findings at or above it, 2 unusable input (cli.output);
+# 3 an internal error: tracedoc itself failed (a bug), whatever the findings. Never 1, so CI
+# does not read a crash as "findings".
+EXIT_INTERNAL = 3
+
 
 def cmd_diagnose(args) -> int:
     from diagnosis.pipeline import run
@@ -17,7 +22,25 @@ def cmd_diagnose(args) -> int:
     except (ParseError, RuleError, FileNotFoundError) as e:
         print(f"tracedoc: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    return print_report(report, args.format, args.fail_on)
+    except Exception as e:  # a bug outside the parsers (rules engine, report): no traceback, exit 3
+        return _internal_error(e)
+    status = print_report(report, args.format, args.fail_on)
+    crashed = [a["path"] for a in report["trace"]["artifacts"] if a.get("internal_error")]
+    if crashed:  # print_report named each file and its error on stderr
+        print(f"tracedoc: internal error while parsing {len(crashed)} file(s) ({', '.join(crashed[:5])}); "
+              f"the report covers the rest; exit {EXIT_INTERNAL}", file=sys.stderr)
+        return EXIT_INTERNAL
+    return status
+
+
+def _internal_error(e: Exception) -> int:
+    import os
+    import traceback
+    if os.environ.get("TRACEDOC_DEBUG"):
+        traceback.print_exc()
+    print(f"tracedoc: internal error: {type(e).__name__}: {e} (a tracedoc bug, not a problem with "
+          "the input; set TRACEDOC_DEBUG=1 for the traceback)", file=sys.stderr)
+    return EXIT_INTERNAL
 
 
 def default_corpus() -> str:
@@ -58,7 +81,8 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--rules", help="folder of team rules added to (and overriding) the builtin pack")
     d.add_argument("--format", choices=["text", "json", "junit", "sarif"], default="text")
     d.add_argument("--fail-on", choices=["info", "warning", "error", "critical"], default="error",
-                   help="exit 1 when a finding is at or above this severity (default: error)")
+                   help="exit 1 when a finding is at or above this severity (default: error); "
+                        "2 means unusable input, 3 an internal error (a tracedoc bug)")
     d.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     d.set_defaults(func=cmd_diagnose)
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from diagnosis.severity import RANK, highest
 
 CAUSAL_WINDOW_NS = 120 * 10**9
+WALL_CLOCK_NS = 10**17  # ns since the epoch: anything later (1973+) is a wall-clock stamp
 SCOPE_KEYS = ("host", "pid", "device", "pg", "rank")
 
 
@@ -60,7 +61,18 @@ def _causes(a: dict, b: dict) -> bool:
     a_start = a.get("start_ts") or 0
     b_start, b_end = b.get("start_ts") or 0, b.get("end_ts") or b.get("start_ts") or 0
     close = b_end >= a_start - CAUSAL_WINDOW_NS and b_start <= (a.get("end_ts") or a_start) + CAUSAL_WINDOW_NS
-    return close and _same_scope(a, b)
+    # ts 0 next to a wall-clock time is a log line printed before the file's first stamp: time unknown
+    unknown = min(a_start, b_start) == 0 and max(a_start, b_start) > WALL_CLOCK_NS
+    return (close or unknown) and _same_scope(a, b)
+
+
+def _follows_from(a: dict, b: dict) -> bool:
+    """Does finding b name, as its cause, a row that is finding a's evidence? A survivor's NCCL
+    timeout names the failure of the rank it waited for (group `attrs.caused_by` =
+    "artifact|loc"): that link crosses ranks, hosts and the collective timeout, where declared
+    `causes` (close in time, same scope) cannot."""
+    ref = (b.get("group") or {}).get("attrs.caused_by")
+    return bool(ref) and any(f"{e.get('artifact')}|{e.get('loc')}" == ref for e in a.get("evidence") or ())
 
 
 def apply_suppressions(findings: list[dict]) -> tuple[list[dict], list[dict]]:
@@ -98,6 +110,11 @@ def cluster_findings(findings: list[dict]) -> list[Cluster]:
                 caused_by.setdefault(j, i)
                 why[(i, j)] = (f"`{a['rule_id']}` declares it causes `{b.get('root_cause') or b['rule_id']}`"
                                " and both happened close together on the same scope")
+            elif i != j and _follows_from(a, b):
+                uf.union(i, j)
+                caused_by.setdefault(j, i)
+                why[(i, j)] = (f"`{b['rule_id']}` names the failure in `{a['rule_id']}`'s evidence as its cause "
+                               "(a rank that failed first)")
     groups: dict[int, Cluster] = {}
     for i in range(n):
         groups.setdefault(uf.find(i), Cluster()).members.append(i)

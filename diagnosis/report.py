@@ -5,15 +5,23 @@ import pandas as pd
 
 from diagnosis import clusters as clustering
 from diagnosis.severity import RANK
+from ingest.progress import DIAGNOSIS_STAGES as STAGES
+from rules.features import distinct_text
 
 REPORT_VERSION = 1
 
 
-def evaluate(events: pd.DataFrame, rules) -> tuple[list[dict], list[dict], object]:
-    """Run the rules over the events; returns (findings, rule errors, trace context)."""
+def _no_stage(stage: str, done: float) -> None:
+    pass
+
+
+def evaluate(events: pd.DataFrame, rules, on_stage=None) -> tuple[list[dict], list[dict], object]:
+    """Run the rules over the events; returns (findings, rule errors, trace context).
+    `on_stage(stage, done)` hears the features stage, then each rule's share of the rules stage."""
     from rules.compiler import compile_rule
-    from rules.evaluator import evaluate_rules
+    from rules.evaluator import evaluate_rules, precompute_features
     from rules.features import TraceContext
+    stage = on_stage or _no_stage
     ctx = TraceContext(events)
     compiled, errors = [], []
     for rule in rules or []:
@@ -21,24 +29,33 @@ def evaluate(events: pd.DataFrame, rules) -> tuple[list[dict], list[dict], objec
             compiled.append(compile_rule(rule))
         except Exception as e:  # one bad rule never stops the others
             errors.append({"rule_id": getattr(rule, "id", "?"), "error": str(e)})
-    findings, eval_errors = evaluate_rules(compiled, ctx)
+    stage("features", STAGES["features"])
+    precompute_features(compiled, ctx)
+    lo, hi = STAGES["rules"], STAGES["clusters"]
+
+    def on_rule(done: int, total: int) -> None:
+        stage("rules", lo + (hi - lo) * done / total)
+    findings, eval_errors = evaluate_rules(compiled, ctx, on_rule=on_rule if on_stage else None)
     return findings, errors + list(eval_errors), ctx
 
 
 def build_report(artifacts, events: pd.DataFrame, rules=None, alignment: list[dict] | None = None,
-                 slos=None) -> dict:
+                 slos=None, on_stage=None) -> dict:
     from diagnosis.slo import evaluate_slos
 
     if rules is None:
         from rules.loader import load_rule_dirs
         rules = load_rule_dirs(None)
-    findings, rule_errors, ctx = evaluate(events, rules)
+    stage = on_stage or _no_stage
+    findings, rule_errors, ctx = evaluate(events, rules, on_stage)
+    stage("clusters", STAGES["clusters"])
     findings, suppressed = clustering.apply_suppressions(findings)
     findings.sort(key=lambda f: (f.get("start_ts") or 0, -RANK.get(f["severity"], 0)))
     finding_ids = [f"F{i}" for i in range(1, len(findings) + 1)]
     groups = clustering.cluster_findings(findings)
     clusters = clustering.describe(groups, findings, finding_ids)
     cluster_of = {fid: c["id"] for c in clusters for fid in c["findings"]}
+    stage("SLOs", STAGES["SLOs"])
     violations = evaluate_slos(ctx, findings, finding_ids, slos)
 
     out_findings = []
@@ -91,7 +108,7 @@ def _hosts(events: pd.DataFrame) -> list[str]:
     """Hosts the events name (log prefixes, NVML samples, OTLP resources)."""
     if events.empty:
         return []
-    hosts = pd.Series(events["host"].astype(str).unique())
+    hosts = distinct_text(events["host"])  # per distinct host, not per row
     return sorted(h for h in hosts if h and h not in ("-1", "nan"))[:MAX_HOSTS]
 
 
@@ -138,13 +155,11 @@ def _telemetry(events: pd.DataFrame) -> dict:
 
 
 def _time_span(events: pd.DataFrame) -> tuple[int | None, int | None]:
-    ts = events["ts"] if len(events) else None
-    if ts is None:
+    ts, dur = events["ts"].to_numpy(), events["dur"].to_numpy()
+    timed = ts > 0
+    if not timed.any():
         return None, None
-    ts = ts[ts > 0]
-    if ts.empty:
-        return None, None
-    return int(ts.min()), int((events.loc[ts.index, "ts"] + events.loc[ts.index, "dur"]).max())
+    return int(ts[timed].min()), int((ts[timed] + dur[timed]).max())
 
 
 def _summary(findings: list[dict], violations: list[dict]) -> dict:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from rules.features import parse_attrs
+from rules.features import category_mask, parse_attrs
 
 CAPTURE_ERRORS = ("cudaErrorStreamCaptureUnsupported", "cudaErrorStreamCaptureInvalidated",
                   "cudaErrorStreamCaptureMerge", "cudaErrorStreamCaptureUnmatched",
@@ -52,7 +52,8 @@ def time_to_first_token(ctx):
 
 def step_time(ctx):
     ev = ctx.events
-    ann = ev[(ev["kind"] == "annotation") & ev["name"].astype(str).str.startswith("ProfilerStep#")]
+    ann = ev[(ev["kind"] == "annotation").to_numpy()
+             & category_mask(ev["name"], lambda names: names.str.startswith("ProfilerStep#"))]
     if ann.empty:
         return None
     ann = ann.sort_values("ts").iloc[1:]  # the first profiler step carries warm-up

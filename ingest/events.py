@@ -10,6 +10,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
+import numpy as np
 import orjson
 import pyarrow as pa
 
@@ -160,7 +161,12 @@ def make_batch(columns: dict[str, Any], **constants: Any) -> pa.RecordBatch:
         if f.name in columns and len(columns[f.name]) == n:
             data = columns[f.name]
         else:
-            data = [constants.get(f.name, DEFAULTS[f.name])] * n
+            value = constants.get(f.name, DEFAULTS[f.name])
+            arr = _constant(f, value, n)
+            if arr is not None:
+                arrays.append(arr)
+                continue
+            data = [value] * n
         if pa.types.is_dictionary(f.type):
             arr = data if isinstance(data, pa.Array) else pa.array(data, type=pa.string())
             if not pa.types.is_dictionary(arr.type):
@@ -172,6 +178,22 @@ def make_batch(columns: dict[str, Any], **constants: Any) -> pa.RecordBatch:
                 arr = arr.cast(f.type)
         arrays.append(arr)
     return pa.RecordBatch.from_arrays(arrays, schema=SCHEMA)
+
+
+def _constant(f: pa.Field, value: Any, n: int) -> pa.Array | None:
+    """A whole column of one value, built without a Python list of n items; None where the
+    general path must decide (no rows, or a value of an unexpected type)."""
+    if not n:
+        return None
+    if pa.types.is_dictionary(f.type):
+        if type(value) is not str:
+            return None
+        return pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)), pa.array([value], pa.string()))
+    if f.type == pa.float64() and isinstance(value, float) and value != value:
+        return pa.nulls(n, pa.float64())  # NaN is a null here, as from_pandas makes it
+    if (f.type == pa.string() and type(value) is str) or (pa.types.is_integer(f.type) and type(value) is int):
+        return pa.repeat(pa.scalar(value, f.type), n)
+    return None
 
 
 def empty_table() -> pa.Table:

@@ -3,7 +3,10 @@ from __future__ import annotations
 
 import gzip
 import io
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
+from typing import Callable, Iterator
 
 GZIP_MAGIC = b"\x1f\x8b"
 HEAD_BYTES = 64 * 1024
@@ -29,6 +32,56 @@ class BoundedReader(io.RawIOBase):
                              "decompressed size over the limit (possible decompression bomb)")
         return n
 
+    def close(self) -> None:
+        if not self.closed:
+            self.raw.close()  # the gzip stream and, through it, the file
+        super().close()
+
+
+# While parse_events() runs, every file opened with open_bytes() reports how far into the file
+# (as stored: compressed bytes for a .gz) it has read: progress that means something.
+_ON_READ: ContextVar[Callable[[int], None] | None] = ContextVar("tracedoc_on_read", default=None)
+
+
+@contextmanager
+def count_bytes_read(callback: Callable[[int], None] | None) -> Iterator[None]:
+    """Within the block, files opened by open_bytes() call `callback(bytes read so far)`."""
+    token = _ON_READ.set(callback)
+    try:
+        yield
+    finally:
+        _ON_READ.reset(token)
+
+
+class _CountingFile(io.RawIOBase):
+    """A raw file that reports its position after each read."""
+
+    def __init__(self, path: Path, callback: Callable[[int], None]):
+        self.file, self.callback = open(path, "rb", buffering=0), callback
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:
+        n = self.file.readinto(b)
+        if n:
+            self.callback(self.file.tell())
+        return n
+
+    def seekable(self) -> bool:
+        return True
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        return self.file.seek(offset, whence)
+
+    def tell(self) -> int:
+        return self.file.tell()
+
+    def close(self) -> None:
+        if not self.closed:
+            self.file.close()
+        super().close()
+
 
 def is_gzip(path: Path) -> bool:
     with open(path, "rb") as f:
@@ -38,9 +91,17 @@ def is_gzip(path: Path) -> bool:
 def open_bytes(path: Path | str, limit: int = MAX_DECOMPRESSED):
     """A buffered binary stream of the artifact's content, gunzipped if it is gzip."""
     path = Path(path)
+    on_read = _ON_READ.get()
     if is_gzip(path):
-        return io.BufferedReader(BoundedReader(gzip.open(path, "rb"), limit, str(path)), 1 << 20)
-    return open(path, "rb")
+        if on_read is None:
+            return io.BufferedReader(BoundedReader(gzip.open(path, "rb"), limit, str(path)), 1 << 20)
+        counted = io.BufferedReader(_CountingFile(path, on_read), 1 << 20)
+        unzipped = gzip.GzipFile(fileobj=counted, mode="rb")
+        unzipped.myfileobj = counted  # closed with it, as gzip.open() does with the file it opens
+        return io.BufferedReader(BoundedReader(unzipped, limit, str(path)), 1 << 20)
+    if on_read is None:
+        return open(path, "rb")
+    return io.BufferedReader(_CountingFile(path, on_read), 1 << 20)
 
 
 def read_head(path: Path | str, n: int = HEAD_BYTES) -> bytes:

@@ -15,6 +15,7 @@ from django.db import models, transaction
 from django.utils import timezone
 
 from accounts.models import Team
+from ingest.progress import overall_done
 from ingest.storage import ContentStore
 
 logger = logging.getLogger(__name__)
@@ -64,6 +65,10 @@ class Trace(models.Model):
     events_done = models.BigIntegerField(default=0)
     artifacts_total = models.IntegerField(default=0)
     artifacts_done = models.IntegerField(default=0)
+    # what the worker is doing now ("parsing", then the diagnosis stages) and the share of the
+    # diagnosis done: with bytes_done, one progress number (ingest.progress)
+    stage = models.CharField(max_length=20, blank=True)
+    diagnosis_done = models.FloatField(default=0.0)
     report = models.JSONField(null=True, blank=True)
     # artifact name -> ns added to its timestamps, from a tracedoc-clock.json in the upload
     clock_offsets = models.JSONField(default=dict, blank=True)
@@ -86,11 +91,14 @@ class Trace(models.Model):
 
     @property
     def progress_percent(self) -> int:
+        """Bytes of the upload read while parsing, then the diagnosis stages (ingest.progress)."""
         if self.state == self.State.DONE:
             return 100
-        if not self.bytes_total:
-            return 0
-        return min(99, int(100 * self.bytes_done / self.bytes_total))
+        if self.state in (self.State.PARSED, self.State.DIAGNOSING):
+            done = overall_done(0, 0, self.diagnosis_done if self.state == self.State.DIAGNOSING else 0.0)
+        else:
+            done = overall_done(self.bytes_done, self.bytes_total)
+        return min(99, int(100 * done))
 
     def save(self, *args, **kwargs):
         if self._state.adding and not self.state_history:

@@ -1,52 +1,157 @@
-"""Parse one artifact into its Parquet event file."""
+"""Parse one artifact into its events: a Parquet event file (the service) or an in-memory
+Arrow table (the CLI)."""
 from __future__ import annotations
 
+import gzip
 import time
+import zlib
 from pathlib import Path
+from types import ModuleType, TracebackType
 from typing import Callable
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ingest.events import SCHEMA, EventSink, ParseError, ParseReport
+from ingest.io import count_bytes_read
 from ingest.parsers import detect
 
 ROW_GROUP_ROWS = 1_000_000
+# What only damaged input raises (a gzip stream cut short or corrupt, bytes that are not the
+# UTF-8 a JSON format requires), wherever in a parser it surfaces: unusable input, not a bug.
+DAMAGED_INPUT = (EOFError, zlib.error, gzip.BadGzipFile, UnicodeDecodeError)
+
+# progress(events so far, bytes of the input file read so far)
+Progress = Callable[[int, int], None]
+
+
+class InternalParseError(ParseError):
+    """A parser (or a sniffer) failed on a file it should have read or refused: a tracedoc
+    bug, not bad input. It reaches the caller like an unusable file (named, with the position
+    where known) so the other artifacts are still diagnosed, and is flagged so the CLI can
+    exit with its own status instead of "findings"."""
+
+    def __init__(self, path: str, where: str, expected: str, fmt: str = ""):
+        super().__init__(path, where, expected)
+        self.format = fmt
 
 
 def parse_artifact(path: Path, out: Path, artifact_id: str, name: str | None = None,
-                   progress: Callable[[int], None] | None = None) -> ParseReport:
+                   progress: Progress | None = None) -> ParseReport:
     """Detect the format of `path`, stream its events into Parquet file `out`.
 
     Raises ParseError (naming `name`) when the file is unusable; the Parquet file is
     then not left behind half-written.
     """
     path, out = Path(path), Path(out)
-    name = name or path.name
-    parser = detect(path, name)
-    report = ParseReport(format=parser.FORMAT)
     tmp = out.with_suffix(".parquet.part")
     writer = pq.ParquetWriter(tmp, SCHEMA, compression="zstd")
-
-    def on_batch(batch):
-        writer.write_batch(batch, row_group_size=ROW_GROUP_ROWS)
-        if progress:
-            progress(sink.count)
-
-    sink = EventSink(artifact_id, parser.SOURCE, on_batch)
-    started = time.perf_counter()
     try:
-        try:
-            parser.parse(path, sink, report)
-        except ParseError as e:
-            # parsers see the stored path; people know the file by its original name
-            raise ParseError(name, e.where, e.expected) from None
-        sink.flush()
+        report = parse_events(path, artifact_id, name,
+                              lambda batch: writer.write_batch(batch, row_group_size=ROW_GROUP_ROWS), progress)
     except BaseException:
         writer.close()
         tmp.unlink(missing_ok=True)
         raise
     writer.close()
     tmp.replace(out)
+    return report
+
+
+def parse_to_table(path: Path, artifact_id: str, name: str | None = None,
+                   progress: Progress | None = None) -> tuple[ParseReport, pa.Table]:
+    """Like parse_artifact, but the events stay in memory as one Arrow table (the CLI
+    diagnoses what it just parsed: no Parquet written and read back)."""
+    batches: list[pa.RecordBatch] = []
+    report = parse_events(Path(path), artifact_id, name, batches.append, progress)
+    table = pa.Table.from_batches(batches, schema=SCHEMA)
+    batches.clear()  # the sink's callbacks form a cycle that keeps this list until a gc pass
+    return report, table
+
+
+def parse_events(path: Path, artifact_id: str, name: str | None,
+                 on_batch: Callable[[pa.RecordBatch], None], progress: Progress | None = None) -> ParseReport:
+    """Detect the format of `path` and hand its events to `on_batch`, batch by batch.
+
+    `progress(events, bytes)` is called as the file is read (bytes of the file as stored,
+    compressed for a .gz, so they end at its size) and after each batch."""
+    name = name or path.name
+    try:
+        parser = detect(path, name)
+    except ParseError as e:  # read_head names the stored file; people know it by `name`
+        raise ParseError(name, e.where, e.expected) from None
+    except Exception as e:  # a sniff() bug must not hide the file's other problems or the trace
+        raise _internal(name, "format detection", e, "byte 0") from e
+    report = ParseReport(format=parser.FORMAT)
+    read = [0]
+
+    def on_read(position: int) -> None:
+        read[0] = max(read[0], position)  # a parser that reads the file twice never goes back
+        progress(sink.count, read[0])
+
+    def batch_done(batch: pa.RecordBatch) -> None:
+        on_batch(batch)
+        if progress:
+            progress(sink.count, read[0])
+
+    sink = EventSink(artifact_id, parser.SOURCE, batch_done)
+    started = time.perf_counter()
+    with count_bytes_read(on_read if progress else None):
+        _parse_classified(parser, path, sink, report, name)
+    _flush_classified(parser, sink, name)
     report.events = sink.count
     report.meta.setdefault("parse_seconds", round(time.perf_counter() - started, 3))
     return report
+
+
+def run_parser(parser: ModuleType, path: Path, sink: EventSink, report: ParseReport, name: str) -> None:
+    """`parser.parse`, then the last batch, as parse_events runs them: a ParseError naming
+    `name` for unusable input, an InternalParseError for anything else (a bug). Nothing else
+    escapes (the fuzz tests hold every parser to this)."""
+    _parse_classified(parser, path, sink, report, name)
+    _flush_classified(parser, sink, name)
+
+
+def _parse_classified(parser: ModuleType, path: Path, sink: EventSink, report: ParseReport, name: str) -> None:
+    try:
+        parser.parse(path, sink, report)
+    except ParseError as e:
+        # parsers see the stored path; people know the file by its original name
+        raise ParseError(name, e.where, e.expected) from None
+    except DAMAGED_INPUT as e:
+        where = _crash_position(e.__traceback__) or f"after {sink.count:,} events"
+        what = "UTF-8 text" if isinstance(e, UnicodeDecodeError) else "a complete, undamaged compressed stream"
+        raise ParseError(name, where, f"{what} ({type(e).__name__}: {e})"[:300]) from None
+    except Exception as e:
+        raise _internal(name, f"the {parser.FORMAT} parser", e,
+                        _crash_position(e.__traceback__) or f"after {sink.count:,} events") from e
+
+
+def _flush_classified(parser: ModuleType, sink: EventSink, name: str) -> None:
+    try:
+        sink.flush()
+    except Exception as e:
+        raise _internal(name, f"writing the {parser.FORMAT} events", e, f"after {sink.count:,} events") from e
+
+
+def _internal(name: str, stage: str, exc: Exception, where: str) -> InternalParseError:
+    what = f"{type(exc).__name__}: {exc}"[:300]
+    return InternalParseError(name, where, f"internal error in {stage} ({what}): a tracedoc bug, not a "
+                              "problem with the file; the other files were still diagnosed; please "
+                              "report it with this file", fmt=stage)
+
+
+def _crash_position(tb: TracebackType | None) -> str:
+    """Where in the file a parser was when it crashed, from its innermost frame's `loc`
+    ("line 12") or `lineno`; "" when the frames do not say."""
+    found = ""
+    while tb is not None:
+        frame = tb.tb_frame
+        if frame.f_globals.get("__name__", "").startswith("ingest.parsers"):
+            loc, lineno = frame.f_locals.get("loc"), frame.f_locals.get("lineno")
+            if isinstance(loc, str) and loc:
+                found = loc[:80]
+            elif isinstance(lineno, int) and not isinstance(lineno, bool):
+                found = f"line {lineno}"
+        tb = tb.tb_next
+    return found

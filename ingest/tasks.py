@@ -51,8 +51,10 @@ def parse_trace(trace_id: int) -> None:
             with ExitStack() as stack:
                 leaves = _expand_uploads(trace, store, Path(tmp), stack)
                 trace.record_progress(artifacts_total=len(leaves))
-                for artifact, path in leaves:
-                    _parse_artifact(trace, artifact, path, store)
+                sizes = [_file_size(path) for _, path in leaves]
+                for i, (artifact, path) in enumerate(leaves):
+                    scale = _ByteScale(trace.bytes_total, sum(sizes), sum(sizes[:i]), sizes[i])
+                    _parse_artifact(trace, artifact, path, store, scale)
                     trace.record_progress(artifacts_done=trace.artifacts_done + 1)
     except SoftTimeLimitExceeded:
         trace.transition(Trace.State.FAILED, error="parsing took longer than the worker's time limit "
@@ -107,7 +109,7 @@ def _reset(trace: Trace, store: ContentStore) -> None:
     trace.report = None
     trace.error = ""
     trace.save(update_fields=["report", "error"])
-    trace.record_progress(bytes_done=0, events_done=0, artifacts_done=0)
+    trace.record_progress(bytes_done=0, events_done=0, artifacts_done=0, stage="parsing", diagnosis_done=0.0)
 
 
 def _tmp_root(store: ContentStore) -> Path:
@@ -156,16 +158,37 @@ def _safe_name(name: str) -> str:
     return "".join(c if c.isalnum() or c in "._-" else "_" for c in base)[:200]
 
 
-def _parse_artifact(trace: Trace, artifact: Artifact, path: Path, store: ContentStore) -> None:
+class _ByteScale:
+    """Bytes read of one file to the trace's bytes_done: the files parsed so far plus this
+    one's part, in proportion of the upload (archive members are counted by their share
+    of the archive's size)."""
+
+    def __init__(self, upload_bytes: int, files_bytes: int, before: int, size: int):
+        self.upload_bytes, self.files_bytes, self.before, self.size = upload_bytes, files_bytes, before, size
+
+    def __call__(self, read: int) -> int:
+        if not self.files_bytes:
+            return 0
+        return self.upload_bytes * (self.before + min(read, self.size)) // self.files_bytes
+
+
+def _file_size(path: Path) -> int:
+    try:
+        return Path(path).stat().st_size
+    except OSError:
+        return 0
+
+
+def _parse_artifact(trace: Trace, artifact: Artifact, path: Path, store: ContentStore, scale: _ByteScale) -> None:
     from diagnosis.pipeline import parse_one
     events_before = trace.events_done
     last = [0.0]
 
-    def progress(events: int) -> None:
+    def progress(events: int, read: int) -> None:
         now = time.monotonic()
-        if now - last[0] >= PROGRESS_EVERY_S:
+        if now - last[0] >= PROGRESS_EVERY_S:  # bytes read of the file as stored: the bar moves while it parses
             last[0] = now
-            trace.record_progress(events_done=events_before + events)
+            trace.record_progress(events_done=events_before + events, bytes_done=scale(read))
 
     try:
         result = parse_one(artifact.name, path, store.parquet_dir(trace.pk), progress=progress)
@@ -186,8 +209,7 @@ def _parse_artifact(trace: Trace, artifact: Artifact, path: Path, store: Content
         artifact.start_ts, artifact.end_ts = time_extent(result.parquet)
     artifact.parsed_at = timezone.now()
     artifact.save()
-    trace.record_progress(events_done=events_before + result.events,
-                          bytes_done=min(trace.bytes_total, trace.bytes_done + artifact.size))
+    trace.record_progress(events_done=events_before + result.events, bytes_done=scale(scale.size))
 
 
 def time_extent(parquet: Path) -> tuple[int | None, int | None]:

@@ -44,10 +44,14 @@ class Budget:
             raise RuleTimeout(f"aborted: evaluation exceeded its time budget of {self.seconds:g}s while {step}")
 
 
-def evaluate_rules(compiled_rules, ctx: TraceContext,
-                   time_budget_s: float = limits.RULE_TIME_BUDGET_S) -> tuple[list[dict], list[dict]]:
+def evaluate_rules(compiled_rules, ctx: TraceContext, time_budget_s: float = limits.RULE_TIME_BUDGET_S,
+                   on_rule=None) -> tuple[list[dict], list[dict]]:
+    """`on_rule(done, total)` is called before each rule (progress)."""
     findings, errors = [], []
-    for cr in compiled_rules:
+    compiled_rules = list(compiled_rules)
+    for i, cr in enumerate(compiled_rules):
+        if on_rule is not None:
+            on_rule(i, len(compiled_rules))
         try:
             findings.extend(evaluate_rule(cr, ctx, Budget(time_budget_s)))
         except RuleTimeout as e:
@@ -55,6 +59,18 @@ def evaluate_rules(compiled_rules, ctx: TraceContext,
         except Exception as e:  # one failing rule never stops the others
             errors.append({"rule_id": cr.id, "error": f"{type(e).__name__}: {e}"})
     return findings, errors
+
+
+def precompute_features(compiled_rules, ctx: TraceContext) -> None:
+    """Compute, once each, the features the rules read (a progress stage of its own; a
+    feature that fails is remembered and reported by each rule that reads it)."""
+    for cr in compiled_rules:
+        for sel in cr.selections.values():
+            if sel.source is not None:
+                try:
+                    ctx.feature(sel.source)
+                except Exception:
+                    pass
 
 
 def evaluate_rule(cr: CompiledRule, ctx: TraceContext, budget: Budget | None = None) -> list[dict]:
@@ -170,7 +186,15 @@ def column_mask(table: pd.DataFrame, test: FieldTest) -> np.ndarray:
         if test.op in TEXT_OPS:
             return test.on_strings(pa.array([_text(v) for v in col.tolist()], type=pa.string()))
         return test.on_numbers(numbers)
-    return test.on_strings(_arrow_strings(col.to_numpy()))
+    return test.on_strings(column_strings(col))
+
+
+def column_strings(col: pd.Series) -> pa.Array | pa.ChunkedArray:
+    """A string column as Arrow: zero-copy when it is Arrow-backed (the event frame's attrs,
+    loc and ids), else converted from the Python objects."""
+    if isinstance(col.dtype, pd.ArrowDtype) and pa.types.is_string(col.dtype.pyarrow_dtype):
+        return col.array.__arrow_array__()
+    return _arrow_strings(col.to_numpy())
 
 
 def test_values(test: FieldTest, values: list) -> np.ndarray:
@@ -212,13 +236,13 @@ class AttrReader:
     MAX_CACHED = 500_000
 
     def __init__(self, table: pd.DataFrame):
-        self.column = table["attrs"].to_numpy() if "attrs" in table.columns else None
+        self.column = _row_access(table["attrs"]) if "attrs" in table.columns else None
         self._parsed: dict[int, object] = {}
 
     def parsed(self, row: int):
         doc = self._parsed.get(row)
         if doc is None:
-            raw = self.column[row] if self.column is not None else None
+            raw = self.column(row) if self.column is not None else None
             try:
                 doc = orjson.loads(raw) if raw else {}
             except orjson.JSONDecodeError:
@@ -242,6 +266,16 @@ class AttrReader:
         return [self.value(int(r), path) for r in rows]
 
 
+def _row_access(col: pd.Series):
+    """row -> value of a column without converting the whole column to Python objects
+    (an Arrow-backed column is read one row at a time)."""
+    if isinstance(col.dtype, pd.ArrowDtype):
+        arr = col.array.__arrow_array__()
+        return lambda row: arr[row].as_py()
+    values = col.to_numpy()
+    return values.__getitem__
+
+
 def field_values(table: pd.DataFrame, attrs: AttrReader, field: str, rows: np.ndarray) -> np.ndarray:
     """Values of a field (column, feature column or attrs.<path>) at rows, as a numpy array."""
     if field.startswith("attrs."):
@@ -254,6 +288,8 @@ def field_values(table: pd.DataFrame, attrs: AttrReader, field: str, rows: np.nd
     if isinstance(col.dtype, pd.CategoricalDtype):
         cats = np.append(np.asarray(col.cat.categories, dtype=object), "")
         return cats[col.cat.codes.to_numpy()[rows]]
+    if isinstance(col.dtype, pd.ArrowDtype):  # only the rows asked for become Python objects
+        return np.asarray(col.array.take(rows).to_numpy(), dtype=object)
     return col.to_numpy()[rows]
 
 

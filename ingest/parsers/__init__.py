@@ -17,12 +17,13 @@ sniff() says yes wins, so specific formats come before generic ones (text logs l
 from __future__ import annotations
 
 import importlib
+import json
 import re
 from pathlib import Path
 from types import ModuleType
 
 from ingest.events import ParseError
-from ingest.io import read_head
+from ingest.io import HEAD_BYTES, read_head
 
 PARSERS = [
     # binary / container formats first
@@ -38,9 +39,12 @@ PARSERS = [
     "memory_timeline",
     "nvml_jsonl",
     "token_latency",
+    "nccl_ras_json",       # `ncclras -f json`
     # CSV / text family
+    "nvidia_smi_xml",      # `nvidia-smi -q -x`: XML, before anything that reads text
     "ncu_csv",
     "nvidia_smi_csv",
+    "nvidia_smi_pmon",     # `# gpu pid type sm ...`: per process, before dmon's `# gpu sm ...`
     "nvidia_smi_dmon",
     "nvidia_smi_q",
     "dcgm",
@@ -87,7 +91,7 @@ def detect(path: Path, name: str | None = None) -> ModuleType:
     head = read_head(path)
     if not head:
         raise ParseError(name, "byte 0", "readable content (damaged gzip header?)")
-    json_like = bool(_JSON_START.match(head))
+    json_like = bool(_JSON_START.match(head)) and not _text_log_opening_with_brace(head, len(head) < HEAD_BYTES)
     for mod in registered():
         if json_like and mod.FORMAT == "log":
             break  # JSON no JSON parser took is an unknown document, not a log
@@ -103,6 +107,25 @@ def detect(path: Path, name: str | None = None) -> ModuleType:
 
 # `{"key"` or `[{`: a JSON document; `[rank0]:[E1129 ...` and `[80746] ...` are log lines
 _JSON_START = re.compile(rb'^\s*(\{\s*("|\})|\[\s*\{)')
+
+
+def _text_log_opening_with_brace(head: bytes, whole: bool) -> bool:
+    """A text log that merely starts with `{`: JSON Lines (one record per line: structured or
+    Kubernetes logs) or a pasted JSON message that is not valid JSON (an API error copied from a
+    screen). Those go to the log parser; one JSON document, or a big one cut by the head, stays
+    an unknown document."""
+    lines = [line for line in head.splitlines()[:3] if line.strip()]
+    if len(lines) >= 2 and all(_json_value(line) for line in lines[:2]):
+        return True
+    return whole and not _json_value(head)
+
+
+def _json_value(text: bytes) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _json_keys(head: bytes) -> str:

@@ -32,7 +32,7 @@ MAX_TOP_BYTES = 64 << 20  # top-level content before or after traceEvents (held 
 Number = int | float | str | None  # untrusted files put odd types in numeric fields
 
 
-class Args(msgspec.Struct, rename={
+class Args(msgspec.Struct, gc=False, rename={
     "ext_id": "External id", "mem_bytes": "Bytes", "mem_device": "Device Id",
     "mem_device_type": "Device Type",
 }):
@@ -46,7 +46,7 @@ class Args(msgspec.Struct, rename={
     mem_device_type: Number = None
 
 
-class Event(msgspec.Struct):
+class Event(msgspec.Struct, gc=False):  # no cycles: the GC need not track 10^5 of them
     ph: str = ""
     cat: str | None = None
     name: str | None = None
@@ -70,6 +70,34 @@ _ERROR_BYTE = re.compile(r"\(byte (\d+)\)")
 _CLOSE_TOP = b"]}"                             # closes a header cut just after `"traceEvents": [`
 _OPEN_TOP = b'{"traceEvents":['                # opens a text that starts at the `]` ending the array
 CUT_TRIES = 4                                  # candidate cuts tried per window before reading more
+CUT_SPAN = 1 << 20                             # candidate cuts are looked for in the window's last MiB first
+_SPACE = re.compile(rb"[ \t\n\r\x0b\x0c]*")    # what bytes.lstrip() strips
+_SCAN_BRACES = 256                             # `}` looked at backwards before the regex takes over
+
+
+def _last_cuts(win: bytearray, size: int, eof: bool) -> list[int]:
+    """The last CUT_TRIES candidate cuts, in order: content positions just after a `}` that
+    `,{` follows, in the content's last CUT_SPAN bytes (anywhere when there are none there
+    and more content may come). `win` is `[` + the content.
+
+    Found backwards with rfind (a forward regex over a whole MiB cost more than decoding
+    some windows); the matches are `_BOUNDARY.finditer`'s (they cannot overlap), so the
+    windows, and the rows' order, do not depend on how they were found."""
+    floor = max(0, size - CUT_SPAN) + 1
+    found: list[int] = []  # win positions of the `}`, last first: content position + 1 = the cut
+    end = len(win)
+    for _ in range(_SCAN_BRACES):
+        i = win.rfind(b"}", floor, end) if len(found) < CUT_TRIES else -1
+        if i < 0:
+            break
+        if _BOUNDARY.match(win, i):
+            found.append(i)
+        end = i
+    else:  # braces without cuts (a huge nested event): the regex over the span
+        found = [m.start() for m in _BOUNDARY.finditer(win, floor)][::-1]
+    if not found and not eof and floor > 1:
+        found = [m.start() for m in _BOUNDARY.finditer(win, 1)][::-1]
+    return found[:CUT_TRIES][::-1]
 
 
 @dataclass
@@ -77,7 +105,6 @@ class Chunk:
     start: int                 # index of the first event in traceEvents
     events: list[Event]
     index: list[int] | None    # traceEvents index per event when some were skipped
-    big_ints: bool             # some integer literal may not fit int64
 
 
 # digits -> "0", everything else -> " ": a run of 19 zeros is a 19-digit number
@@ -117,6 +144,17 @@ class _Content:
         self.done += len(block)
         return block
 
+    def read_into(self, win: bytearray, n: int) -> tuple[bytearray, bool]:
+        """Up to n more bytes of content appended to `win`; returns the window and whether
+        the content ended. A window something still views cannot grow: it is copied."""
+        block = self.read(n)
+        try:
+            win += block
+        except BufferError:
+            win = bytearray(win)
+            win += block
+        return win, not block
+
 
 def _error_byte(e: msgspec.DecodeError) -> int | None:
     m = _ERROR_BYTE.search(str(e))
@@ -141,14 +179,17 @@ class TraceReader:
     def chunks(self) -> Iterator[Chunk]:
         with open_bytes(self.path) as stream:
             content = _Content(self.path, stream)
-            buf, pos = self._read_header(content)   # buf starts at the first event; pos: its byte
-            eof, need_more = False, not buf
+            rest, pos = self._read_header(content)  # the bytes after traceEvents' `[`; pos: their offset
+            # win = `[` + content not yet decoded: a window decodes in place (a `]` written after
+            # its cut), and the typed events' raw args are views into it, never copies
+            win = bytearray(b"[")
+            win += rest
+            del rest
+            eof, need_more = False, len(win) == 1
             while True:
                 if need_more and not eof:
-                    block = content.read(WINDOW_BYTES)
-                    eof = not block
-                    buf = buf + block if buf else block
-                found = self._cut(buf, pos, eof, content)
+                    win, eof = content.read_into(win, WINDOW_BYTES)
+                found = self._cut(win, pos, eof, content)
                 need_more = True
                 if found is None:
                     continue  # no valid cut yet: read more
@@ -159,12 +200,14 @@ class TraceReader:
                 del chunk  # not kept alive while the next window decodes
                 if used is None:
                     return  # the array ended; trailer read
-                rest = buf[used:].lstrip()
-                if rest[:1] != b",":
+                at = _SPACE.match(win, used + 1).end()  # win[used + 1]: the content's byte `used`
+                if win[at:at + 1] != b",":
                     raise self._error(f"byte {pos + used:,}", "',' between events in traceEvents")
-                pos += len(buf) - len(rest) + 1
-                buf = rest[1:]
-                need_more = len(buf) < WINDOW_BYTES
+                pos += at
+                nxt = bytearray(b"[")
+                nxt += memoryview(win)[at + 1:]  # the old window stays only as long as its events
+                win = nxt
+                need_more = len(win) - 1 < WINDOW_BYTES
 
     def _read_header(self, content: _Content) -> tuple[bytes, int]:
         """Top-level keys before traceEvents; returns the bytes after its `[` and their offset."""
@@ -176,8 +219,8 @@ class TraceReader:
             for m in _EVENTS_KEY.finditer(data, max(0, searched - 64)):
                 try:
                     top = _TOP.decode(data[:m.end()] + _CLOSE_TOP)
-                except msgspec.DecodeError:
-                    continue  # the text sits inside a string or nested value
+                except (msgspec.DecodeError, UnicodeDecodeError):
+                    continue  # the text sits inside a string or nested value, or is not UTF-8
                 top.pop("traceEvents")
                 self.header = top
                 return data[m.end():], m.end()
@@ -208,18 +251,21 @@ class TraceReader:
         where = f"byte {offset + at:,}" if at is not None else "JSON"
         return self._error(where, f"{what}; the decoder said: {e}")
 
-    def _cut(self, buf: bytes, pos: int, eof: bool, content: _Content):
-        """(chunk, bytes of buf used) at the last valid cut; used None when the array ended
-        (trailer read); None when no cut is valid yet and more content is needed."""
-        cuts = [m.start() + 1 for m in _BOUNDARY.finditer(buf, max(0, len(buf) - (1 << 20)))]
-        if not cuts and not eof:
-            cuts = [m.start() + 1 for m in _BOUNDARY.finditer(buf)]
-        tries = deque(reversed(cuts[-CUT_TRIES:]))
+    def _cut(self, win: bytearray, pos: int, eof: bool, content: _Content):
+        """(chunk, bytes of content used) at the last valid cut; used None when the array
+        ended (trailer read); None when no cut is valid yet and more content is needed.
+        `win` is `[` + the content from byte `pos` on; a cut is a position in the content."""
+        size = len(win) - 1
+        tries = deque(reversed(_last_cuts(win, size, eof)))
         if eof:
-            tries.append(len(buf))  # the last events, the end of the array and the trailer
+            tries.append(size)  # the last events, the end of the array and the trailer
+        view = memoryview(win)
         for cut in tries:
-            whole = cut == len(buf)  # at the end of content: no `]` added, the array's own must follow
-            blob = b"[" + buf[:cut] + (b"" if whole else b"]")
+            whole = cut == size  # at the end of content: no `]` added, the array's own must follow
+            saved = None if whole else win[cut + 1]
+            if saved is not None:
+                win[cut + 1] = 0x5D  # `]` right after the cut's `}`: `[` + events + `]`, in place
+            blob = view[:cut + 2]
             try:
                 chunk = self._decode(blob, None)
             except msgspec.DecodeError:
@@ -228,6 +274,7 @@ class TraceReader:
                 if whole:
                     raise self._error(f"byte {content.done:,} (end of data)",
                                       "complete JSON (the trace object is not closed)")
+                win[cut + 1] = saved
                 return chunk, cut
             try:
                 raws = _RAW_LIST.decode(blob)
@@ -235,33 +282,38 @@ class TraceReader:
                 at = _error_byte(e)
                 if "trailing characters" in str(e):  # the array ended; `at` is one past that character
                     end = at - 1
-                    return self._decode(blob[:end], None), self._read_trailer(buf, end - 1, pos, content)
+                    head = bytes(view[:end])
+                    if saved is not None:
+                        win[cut + 1] = saved
+                    return self._decode(head, None), self._read_trailer(bytes(view[1:]), end - 1, pos, content)
                 if at is not None and at <= cut:  # up to the cut the parse is the file's own
                     raise self._json_error(e, content.done, pos - 1, "valid JSON in traceEvents") from None
                 if whole:
                     raise self._json_error(e, content.done, pos - 1,
                                            "complete JSON (the traceEvents array is not closed)") from None
+                win[cut + 1] = saved
                 continue  # the cut sat inside a string or nested value
             if whole:
                 raise self._error(f"byte {content.done:,} (end of data)",
                                   "complete JSON (the trace object is not closed)")
+            win[cut + 1] = saved
             return self._decode(blob, raws), cut
         if eof:
             raise self._error(f"byte {content.done:,} (end of data)",
                               "complete JSON (the traceEvents array is not closed)")
         return None
 
-    def _decode(self, blob: bytes, raws: list[msgspec.Raw] | None) -> Chunk:
+    def _decode(self, blob, raws: list[msgspec.Raw] | None) -> Chunk:
         """Typed events of `[...]`; with `raws` (the same array, split) event by event."""
         start = self.count
         if raws is None:
             try:
                 events = _EVENTS.decode(blob)
                 self.count += len(events)
-                return Chunk(start, events, None, has_big_int(blob))
+                return Chunk(start, events, None)
             except msgspec.ValidationError:
                 raws = _RAW_LIST.decode(blob)
-        events, index, big = [], [], False
+        events, index = [], []
         for i, raw in enumerate(raws, start):
             try:
                 events.append(_ONE_EVENT.decode(raw))
@@ -269,9 +321,8 @@ class TraceReader:
                 self.broken.append((i, str(e)))
                 continue
             index.append(i)
-            big = big or has_big_int(bytes(raw))
         self.count += len(raws)
-        return Chunk(start, events, index, big)
+        return Chunk(start, events, index)
 
     def _read_trailer(self, buf: bytes, end: int, pos: int, content: _Content) -> None:
         """The top-level keys after the array, which ended just before buf[end]."""

@@ -11,8 +11,13 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from ingest.parsers._log_cuda import find_cuda_error
-from ingest.parsers._log_oom import parse_oom
+from ingest.parsers._log_blocks import GENERIC_BREAK_HINT, break_hint
+from ingest.parsers._log_cuda import classify_cuda_line, cuda_error_attrs
+from ingest.parsers._log_gpu import classify_gpu_line
+from ingest.parsers._log_nccl import (coll_line, collective_mismatch, comm_init, cuda_fault_in_nccl,
+                                      horovod_stall, rank_hang, ras_line, transport_failure, xla_rendezvous)
+from ingest.parsers._log_oom import allocator_fact, parse_oom
+from ingest.parsers._log_serving import classify_serving
 
 
 @dataclass
@@ -26,14 +31,20 @@ class Finding:
 
 
 # --- PyTorch c10d / ProcessGroupNCCL -------------------------------------------------------
-_WATCHDOG = re.compile(r"Watchdog caught collective operation timeout: WorkNCCL\((.*?)\) "
+# WorkNCCL; torch_npu's WorkHCCL and XPU's WorkXCCL print the same record
+# "Watchdog caught"; blocking wait (and torch <= 1.9) raise "Caught collective operation timeout"
+_WATCHDOG = re.compile(r"[Cc]aught collective operation timeout: Work[HNX]CCL\((.*?)\) "
                        r"ran for (\d+) milliseconds before timing out")
-_BLOCKING = re.compile(r"Work WorkNCCL\((.*?)\) timed out in blocking wait")
+_BLOCKING = re.compile(r"Work Work[HNX]CCL\((.*?)\) timed out in (?:blocking wait|call to wait\(\))")
+# the heartbeat monitor: the watchdog thread itself stopped making progress (a hung CUDA/NCCL call)
+_HEARTBEAT = re.compile(r"watchdog got stuck for (\d+) seconds|Heartbeat monitor timed out|"
+                        r"detected no heartbeat of its watchdog")
 _WORK_FIELDS = {"seq": re.compile(r"SeqNum=(\d+)"), "op": re.compile(r"OpType=(\w+)"),
                 "numel_in": re.compile(r"NumelIn=(-?\d+)"), "numel_out": re.compile(r"NumelOut=(-?\d+)"),
                 "timeout_ms": re.compile(r"Timeout\(ms\)=(\d+)")}
 _RANK_IN_MSG = re.compile(r"\[Rank (\d+)\]")
-_PG_TAG = re.compile(r"\[PG (?:ID )?(\d+)(?: PG GUID (\d+)(?:\(([^)]*)\))?)? Rank (\d+)\]")
+_PG_TAG = re.compile(r"\[PG (?:ID )?(\d+)(?: PG GUID (\d+))?(?: ?\(([^)]*)\))? Rank (\d+)\]")
+_GLOBAL_RANK_IN_BODY = re.compile(r"\[rank(\d{1,7})\]:")  # torch's prefix, not at the line start
 _PG_FAILURE = re.compile(
     r"(?:failure detected by watchdog at work sequence id: (\d+)|"
     r"Exception \(either an error or timeout\) detected by watchdog at work: (\d+)|"
@@ -45,30 +56,25 @@ _TERMINATE = re.compile(r"terminate called after throwing an instance of '([^']+
 _NCCL_VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+)")
 
 # --- NCCL transport / library ---------------------------------------------------------------
-_IB_COMPLETION = re.compile(r"NET/IB ?: Got completion from peer (\S+?)(?:<(\d+)>)? with (?:status=|error )(\d+)"
-                            r"(?:, opcode (\d+))?(?:, len (\d+))?(?:, vendor err (\d+))?")
-_NETWORK_HINTS = ("ncclRemoteError", "remote process exited or there was a network error",
-                  "Connection reset by peer", "Connection closed by remote peer", "Net : Connection closed", "ncclSystemError: System call (e.g. socket, malloc)")
 _NCCL_ERROR = re.compile(r"\b(nccl(?:UnhandledCudaError|SystemError|InternalError|InvalidArgument|"
                          r"InvalidUsage|RemoteError|InProgress))\b")
-_NCCL_RESULT_CHAIN = re.compile(r"([\w/]+\.(?:cc|cu|h)):(\d+) -> (\d+)")
+# "misc/socket.cc:47 -> 3" (a result passed up the stack), optionally followed by the call: matched
+# at the start of the message only, with bounded repetition (a long word-character line is linear)
+_NCCL_RESULT_CHAIN = re.compile(r"([\w/.-]{1,200}\.(?:cc|cu|h|cpp)):(\d{1,6}) -> (\d{1,3})(?![\w])")
 _NCCL_RESULTS = {0: "ncclSuccess", 1: "ncclUnhandledCudaError", 2: "ncclSystemError", 3: "ncclInternalError",
                  4: "ncclInvalidArgument", 5: "ncclInvalidUsage", 6: "ncclRemoteError", 7: "ncclInProgress"}
 
 # --- kernel driver, serving engines, training loops -----------------------------------------
-_XID = re.compile(r"NVRM: Xid \((PCI:[0-9a-fA-F:.]+)\): (\d+)(?:, pid=(\d+|'<unknown>'))?(?:, name=([^,]*))?,? ?(.*)")
-_KV_CACHE = ("No available memory for the cache blocks", "larger than the available KV cache memory",
-             "Not enough memory. Please try to increase --mem-fraction-static",
-             "is larger than the maximum number of tokens that can be stored in KV cache")
 _FACTS = [  # (name, pattern with named groups, kind)
     ("ModelWeightsLoaded", re.compile(r"Loading model weights took (?P<weights_gb>[\d.]+) GB"), "log"),
-    ("KVCacheBlocks", re.compile(r"# GPU blocks: (?P<gpu_blocks>\d+), # CPU blocks: (?P<cpu_blocks>\d+)"), "log"),
-    ("KVCacheSize", re.compile(r"GPU KV cache size: (?P<kv_cache_tokens>[\d,]+) tokens"), "log"),
-    ("CudagraphCaptureStart", re.compile(r"Capturing (?:the model for )?CUDA graphs?|Capture cuda graph begin"), "log"),
+    ("CudagraphCaptureStart", re.compile(r"Capturing (?:the model for )?(?:CUDA graphs?|cudagraphs?)\b|"
+                                         r"Capture cuda graph begin"), "log"),
     ("CudagraphCaptureEnd", re.compile(r"Graph capturing finished in (?P<seconds>[\d.]+) secs?|"
                                        r"Capture cuda graph end\. Time elapsed: (?P<elapsed_s>[\d.]+) s"), "log"),
     ("MemoryPoolEnd", re.compile(r"Memory pool end\. avail mem=(?P<avail_mem_gb>[\d.]+) GB"), "log"),
     ("ProcessExit", re.compile(r"(?:died, exit code: (?P<exit_code>-?\d+)|exits with return code = (?P<return_code>-?\d+))"), "log"),
+    # torch elastic (torchrun): "failed (exitcode: -9) local_rank: 3 (pid: 2966) of binary: ..."
+    ("ProcessExit", re.compile(r"failed \(exitcode: (?P<exit_code>-?\d{1,4})\) local_rank: (?P<local_rank>\d{1,6})"), "log"),
     ("CheckpointSave", re.compile(r"saving checkpoint at iteration +(?P<iteration>\d+)"), "log"),
     ("CheckpointSaved", re.compile(r"successfully saved checkpoint at iteration +(?P<iteration>\d+)"), "log"),
     ("TensorRTCudaGraphFallback", re.compile(r"--useCudaGraph flag has been ignored|CUDA graph capture on the stream has failed"), "log"),
@@ -78,11 +84,24 @@ _FACTS = [  # (name, pattern with named groups, kind)
 ]
 
 # --- torch.compile / inductor ----------------------------------------------------------------
-_CG_SKIP = re.compile(r"skipping cudagraphs due to (.*)")
+# "skipping cudagraphs due to X" (the 2.4+ text repeats the phrase), and cudagraph trees' own
+# "skipping cudagraph due to function N exceeding max re-recording limit ..."
+_CG_SKIP = re.compile(r"(?:skipping|disabling) cudagraphs? due to (.*)")
+_CG_SKIP_REPEAT = ("skipping cudagraphs due to ", "disabling cudagraphs due to ")
+# inductor re-records one graph per distinct input size ("CUDAGraph", "MUSAGraph", ... backends)
+_CG_RERECORD = re.compile(r"observed (\d+) distinct sizes")
 _CG_PARTITIONS = re.compile(r"Created (\d+) graph partitions: (\d+) cudagraphable, (\d+) non-cudagraphable")
 _CG_PARTITION = re.compile(r"Partition (\d+): (\d+) nodes, (non-cudagraphable|cudagraphable), "
                            r"inputs=(\d+), outputs=(\d+)")
 _CG_OP = re.compile(r"(op\d+): reason=([^,]+), ir=([^,]+), fx=(.*)")
+# Dynamo names the code it resumes after a graph break "<graph break in f>" (2.0) or
+# "torch_dynamo_resume_in_f_at_N" (2.1+); tracing one proves a break in f.
+_RESUME = re.compile(r"<graph break in ([\w.<>]{1,200})>|torch_dynamo_resume_in_(\w{1,200}?)_at_(\d+)")
+_RECOMPILE_ERROR = re.compile(r"(FailOnRecompileLimitHit|RecompileError|RecompileLimitExceeded)\b|"
+                              r"(?:recompile_limit|cache_size_limit) reached with (?:fullgraph|one_graph)=True|"
+                              r"Detected recompile when torch\.compile stance is 'fail_on_recompile'")
+# pytest prints the exception line behind "E   "
+_UNSUPPORTED = re.compile(r"^(?:E {1,8})?torch\._dynamo\.exc\.(Unsupported|UncapturedHigherOrderOpError): (.{0,500})")
 
 # --- Megatron / nccl-tests tables ------------------------------------------------------------
 _ITERATION = re.compile(r"^\s*iteration\s+(\d+)/\s*(\d+) \|")
@@ -99,18 +118,20 @@ _NCCL_TESTS_DEVICE = re.compile(r"^#\s+Rank\s+(\d+) Group\s+\d+ Pid\s+(\d+) on\s
 
 
 def classify(body: str) -> Finding | None:
-    for check in (_oom, _nccl_watchdog, _nccl_network, _c10d_lines, _xid, _kv_cache, _cuda_error,
-                  _compile, _facts, _tables, _nccl_info):
+    for check in (_oom, _nccl_mismatch, _nccl_watchdog, _rank_hang, _nccl_cuda_fault, _cuda_fault, _nccl_network,
+                  _c10d_lines, _xid, _kv_cache, _capture_conflict, _capture_forbidden, _cuda_error, _compile, _facts, _tables, _nccl_ras,
+                  _nccl_info):
         found = check(body)
         if found:
-            return found
+            return _with_cuda_detail(found, body)
     return None
 
 
 def _oom(body: str) -> Finding | None:
     figures = parse_oom(body)
     if figures is None:
-        return None
+        fact = allocator_fact(body)  # an allocator's figures on a line of their own (_log_oom)
+        return Finding("log", "AllocatorStats", fact, "info") if fact else None
     m = re.match(r"^([\w.]*(?:Error|Exception))\b:?", body.strip())
     figures["exception"] = m.group(1) if m else ""
     return Finding("oom", "OutOfMemoryError", figures, "error",
@@ -138,8 +159,7 @@ def _nccl_watchdog(body: str) -> Finding | None:
     m = _WATCHDOG.search(body)
     if m:
         attrs = work_fields(m.group(1)) | {"elapsed_ms": int(m.group(2))} | pg_fields(body)
-        r = _RANK_IN_MSG.search(body)
-        attrs["rank_in_message"] = int(r.group(1)) if r else None
+        attrs["rank_in_message"] = _message_rank(body)
         attrs["restated"] = "terminated with exception" in body
         return Finding("error", "NCCLWatchdogTimeout", attrs, "", float(attrs["elapsed_ms"]), "ms")
     m = _BLOCKING.search(body)
@@ -149,10 +169,64 @@ def _nccl_watchdog(body: str) -> Finding | None:
     if m:
         seq = int(next(g for g in m.groups() if g))
         attrs = {"seq": seq, **pg_fields(body), **_last_counters(body)}
+        g = _GLOBAL_RANK_IN_BODY.search(body)
+        if g:
+            attrs["rank_in_message"] = int(g.group(1))
         attrs["signal"] = "timeout" if m.group(3) else "watchdog_failure"
         return Finding("error", "NCCLWatchdogFailure", attrs, "", float(seq))
-    if "Received a dump signal" in body:
+    m = _HEARTBEAT.search(body)
+    if m:
+        attrs = {**pg_fields(body), "stuck_s": int(m.group(1)) if m.group(1) else None, "signal": "heartbeat"}
+        r = _message_rank(body)
+        if r is not None:
+            attrs["rank_in_message"] = r
+        return Finding("error", "NCCLWatchdogHung", attrs, "")
+    if "Received a dump signal" in body or "dump signal from another rank" in body:
         return Finding("log", "NCCLDumpSignal", {**pg_fields(body), **_last_counters(body)})
+    return None
+
+
+def _message_rank(body: str) -> int | None:
+    """The global rank: torch's "[rankN]:" tag when it sits inside the line (after a progress
+    bar or a colour code); else the "[Rank N]" the message names (cached once per process)."""
+    r = _GLOBAL_RANK_IN_BODY.search(body) or _RANK_IN_MSG.search(body)
+    return int(r.group(1)) if r else None
+
+
+def _nccl_mismatch(body: str) -> Finding | None:
+    """Ranks disagree on a collective: DETAIL fingerprints, NCCL's own checks (_log_nccl)."""
+    hit = collective_mismatch(body)
+    return Finding(*hit) if hit else None
+
+
+def _rank_hang(body: str) -> Finding | None:
+    """Ranks that never arrived, as barriers and engine watchdogs report them (_log_nccl.rank_hang);
+    ahead of the transport check: a barrier's "Original exception" often quotes a closed socket."""
+    hit = rank_hang(body)
+    return Finding(*hit) if hit else None
+
+
+def _nccl_cuda_fault(body: str) -> Finding | None:
+    """A CUDA error the NCCL watchdog (or an NCCL call) surfaced: the CUDA error is the event."""
+    hit = cuda_fault_in_nccl(body)
+    if not hit:
+        return None
+    finding = Finding(*hit)
+    finding.attrs.update(pg_fields(body))
+    rank = _message_rank(body)
+    if rank is not None:
+        finding.attrs["rank_in_message"] = rank
+    finding.value = float(finding.attrs["cuda_code"])
+    return finding
+
+
+def _nccl_ras(body: str) -> Finding | None:
+    """NCCL RAS reports, per-call COLL lines, communicator set-up, XLA's collective rendezvous,
+    Horovod's stall inspector."""
+    for parse in (ras_line, coll_line, comm_init, xla_rendezvous, horovod_stall):
+        hit = parse(body)
+        if hit:
+            return Finding(*hit)
     return None
 
 
@@ -166,16 +240,11 @@ def _last_counters(body: str) -> dict:
 
 
 def _nccl_network(body: str) -> Finding | None:
-    m = _IB_COMPLETION.search(body)
-    hint = next((h for h in _NETWORK_HINTS if h in body), None)
-    if not m and not hint:
+    """A transport that failed: IB completion errors and async events, socket calls, peers that
+    closed their connection (_log_nccl.transport_failure)."""
+    attrs = transport_failure(body)
+    if attrs is None:
         return None
-    attrs: dict = {"transport": "IB" if m else ("socket" if "Socket" in body or "socket" in body else "")}
-    if m:
-        attrs.update(peer=m.group(1), peer_port=int(m.group(2)) if m.group(2) else None,
-                     ib_status=int(m.group(3)), opcode=int(m.group(4)) if m.group(4) else None,
-                     length=int(m.group(5)) if m.group(5) else None,
-                     vendor_err=int(m.group(6)) if m.group(6) else None)
     e = _NCCL_ERROR.search(body)
     attrs["nccl_error"] = e.group(1) if e else ""
     v = _NCCL_VERSION.search(body)
@@ -193,6 +262,10 @@ def _c10d_lines(body: str) -> Finding | None:
         return Finding("error", "NCCLProcessTeardown", pg_fields(body) | _rank_attr(body))
     if "watchdog thread terminated with exception" in body:
         return Finding("error", "NCCLWatchdogTerminated", pg_fields(body) | _rank_attr(body))
+    if "NCCL communicator was aborted" in body:  # torch <= 2.2 with no reason, or a caught abort
+        return Finding("error", "NCCLCommunicatorAborted", pg_fields(body) | _rank_attr(body))
+    if "Starting to destroy process group" in body or "ProcessGroupNCCL destructor entered" in body:
+        return Finding("log", "NCCLProcessGroupDestroyed", _leaving_rank(body))
     m = _TERMINATE.search(body)
     if m:
         return Finding("error", "Terminate", {"exception": m.group(1)}, "critical")
@@ -202,42 +275,122 @@ def _c10d_lines(body: str) -> Finding | None:
     return None
 
 
+def _leaving_rank(body: str) -> dict:
+    """A rank shutting its process group down will join no later collective of it. Its global rank:
+    the [rankN]: tag, else the group rank when the group is the default (world) group."""
+    attrs = pg_fields(body)
+    g = _GLOBAL_RANK_IN_BODY.search(body)
+    if g:
+        attrs["rank_in_message"] = int(g.group(1))
+    elif attrs.get("pg_name") == "default_pg" or attrs.get("pg_id") == 0:
+        attrs["rank_in_message"] = attrs.get("pg_rank")
+    return attrs
+
+
 def _rank_attr(body: str) -> dict:
     r = _RANK_IN_MSG.search(body)
     return {"rank_in_message": int(r.group(1))} if r else {}
 
 
 def _xid(body: str) -> Finding | None:
-    m = _XID.search(body)
-    if not m:
-        return None
-    pid = m.group(3)
-    attrs = {"pci": m.group(1), "xid": int(m.group(2)),
-             "xid_pid": int(pid) if pid and pid.isdigit() else None,
-             "process_name": (m.group(4) or "").strip(), "detail": m.group(5).strip()}
-    return Finding("error", "Xid", attrs, "critical", float(attrs["xid"]))
+    """Xid events, a GPU fallen off the bus or lost, GPU memory-error reports (_log_gpu)."""
+    hit = classify_gpu_line(body)
+    return Finding(*hit) if hit else None
 
 
 def _kv_cache(body: str) -> Finding | None:
-    hit = next((h for h in _KV_CACHE if h in body), None)
-    return Finding("error", "KVCacheInsufficient", {"variant": hit}, "error") if hit else None
+    """KV-cache refusals, preemptions/retractions, sizing facts and stats (_log_serving)."""
+    hit = classify_serving(body)
+    return Finding(*hit) if hit else None
+
+
+def _cuda_fault(body: str) -> Finding | None:
+    """Kernel faults and uncorrectable ECC errors win over the wrappers that relay them (_log_cuda)."""
+    hit = classify_cuda_line(body, faults_only=True)
+    return Finding(*hit) if hit else None
+
+
+# CUDA's error log (CUDA_LOG_FILE, 12.9+): "[hh:mm:ss.mmm][thread id][CUDA][E] message"
+_CUDA_ERROR_LOG = re.compile(r"^\[[\d:.]{5,20}\]\[(\d{1,20})\]\[CUDA\]\[[EWI]\] ")
+_OTHER_THREAD = re.compile(r"\b(?:another|other|different|second) thread\b", re.I)
+_CAPTURE_CALL = re.compile(r"\bfrom (cu[A-Z]\w{2,60}|cuda[A-Z]\w{2,60})\b")
+
+
+def _capture_conflict(body: str) -> Finding | None:
+    """A capture broken by a call from another host thread, in the runtime's or a framework's
+    words ("... conflicts with a stream capture sequence initiated from another thread"), and
+    the CUDA error log's "Returning 900 (...) from cuMemHostAlloc" with the thread and call."""
+    envelope = _CUDA_ERROR_LOG.match(body)
+    thread = envelope.group(1) if envelope else ""
+    if "captur" in body.lower() and _OTHER_THREAD.search(body) and \
+            re.search(r"conflict|not permitted|invalidat|\[E\]|error|unsupported", body, re.I):
+        return Finding("error", "CaptureOtherThread", {"other_thread": True, "thread": thread,
+                                                       "detail": body.strip()[:300]}, "error")
+    hit = classify_cuda_line(body) if envelope else None
+    if hit and hit.name.startswith("cudaErrorStreamCapture"):
+        call = _CAPTURE_CALL.search(body)
+        hit.attrs.update(thread=thread, call=call.group(1) if call else "")
+        return Finding(*hit)
+    return None
+
+
+# PyTorch's own refusals of a call made while the current stream is capturing (TORCH_CHECKs that
+# print the capture status), e.g. "Cannot call CUDAGeneratorImpl::current_seed during CUDA graph
+# capture", "Cannot copy between CPU and CUDA tensors during CUDA graph capture unless ..."
+_FORBIDDEN_IN_CAPTURE = re.compile(r"\b(?:Cannot|cannot) (call|copy|use|record|query|synchronize|perform|run|access)"
+                                   r" ([^\n]{1,160}?) (?:during|while|when) (?:a |the )?(?:CUDA ?[Gg]raph|stream)"
+                                   r" (?:capture|is capturing)|"
+                                   r"\b(\w{1,80}(?:\(\))?) is not (?:supported|allowed|permitted) (?:during|while|when) "
+                                   r"(?:a |the )?(?:CUDA ?[Gg]raph|stream) (?:capture|capturing)|"
+                                   r"cudaStreamCaptureStatus: cudaStreamCaptureStatusActive")
+
+
+def _capture_forbidden(body: str) -> Finding | None:
+    """A call PyTorch refuses inside CUDA Graph capture: the captured code made it (its current
+    stream is the capturing one), so it is a forbidden call in the captured region."""
+    if "aptur" not in body:
+        return None
+    m = _FORBIDDEN_IN_CAPTURE.search(body)
+    if not m:
+        return None
+    call = f"{m.group(1)} {m.group(2)}" if m.group(1) else (m.group(3) or "a call PyTorch does not allow")
+    return Finding("error", "CaptureForbiddenCall", {"call": call.strip()[:160], "detail": body.strip()[:300]}, "error")
 
 
 def _cuda_error(body: str) -> Finding | None:
-    hit = find_cuda_error(body)
-    if not hit:
-        return None
-    return Finding("error", hit[0], {"cuda_error": hit[0], "cuda_code": hit[1]}, "error", float(hit[1]))
+    hit = classify_cuda_line(body)
+    return Finding(*hit) if hit else None
+
+
+def _with_cuda_detail(found: Finding, body: str) -> Finding:
+    """Every CUDA-error event carries the same attrs (label, kind of fault, who printed it),
+    whichever classifier recognised it."""
+    code = found.attrs.get("cuda_code")
+    if "cuda_error" in found.attrs and "error_label" not in found.attrs and isinstance(code, int):
+        found.attrs = cuda_error_attrs((found.attrs["cuda_error"], code), body) | found.attrs
+    return found
 
 
 def _compile(body: str) -> Finding | None:
     m = _CG_SKIP.search(body)
     if m:
-        return Finding("log", "CudagraphsSkipped", {"reason": m.group(1).strip()}, "warning")
+        reason = m.group(1).strip()
+        while reason.startswith(_CG_SKIP_REPEAT):
+            reason = reason.split(" due to ", 1)[1]
+        return Finding("log", "CudagraphsSkipped", {"reason": reason}, "warning")
+    if "supports dynamic shapes by recording a new graph" in body:
+        m = _CG_RERECORD.search(body)
+        sizes = int(m.group(1)) if m else None
+        return Finding("log", "CudagraphRerecords", {
+            "distinct_sizes": sizes, "summary": f"CUDA graphs were recorded again for {sizes or 'many'} distinct "
+                                                "input sizes (one graph per shape)"}, "warning",
+            float(sizes) if sizes else math.nan)
     m = _CG_PARTITIONS.search(body)
     if m:
         return Finding("log", "CudagraphPartitions", {"partitions": int(m.group(1)), "cudagraphable": int(m.group(2)),
-                                                      "non_cudagraphable": int(m.group(3))}, "", float(m.group(3)))
+                                                      "non_cudagraphable": int(m.group(3)),
+                                                      "reason": f"{m.group(3)} of {m.group(1)} graph partitions are "
+                                                                "not cudagraphable"}, "", float(m.group(3)))
     m = _CG_PARTITION.search(body)
     if m:
         return Finding("log", "CudagraphPartition", {"partition": int(m.group(1)), "nodes": int(m.group(2)),
@@ -247,6 +400,26 @@ def _compile(body: str) -> Finding | None:
     if m:
         return Finding("log", "NonCudagraphableOp", {"op": m.group(1), "reason": m.group(2).strip(),
                                                      "ir": m.group(3).strip(), "fx": m.group(4).strip()})
+    return _dynamo(body)
+
+
+def _dynamo(body: str) -> Finding | None:
+    """One-line TorchDynamo evidence; its multi-line reports are blocks (_log_blocks, _log_dynamo)."""
+    m = _RECOMPILE_ERROR.search(body)
+    if m:
+        return Finding("error", "DynamoRecompileError", {"reason": body.strip()[:300],
+                                                         "summary": f"compilation stopped: {body.strip()[:200]}"}, "error")
+    m = _UNSUPPORTED.match(body.strip())
+    if m:
+        reason = m.group(2).strip()
+        return Finding("error", "DynamoUnsupported", {"exception": m.group(1), "reason": reason, "hint": break_hint(reason),
+                                                      "summary": f"fullgraph compile stopped at: {reason}"}, "error")
+    m = _RESUME.search(body)
+    if m:
+        function = m.group(1) or m.group(2)
+        return Finding("log", "GraphBreakResume", {
+            "function": function, "line": int(m.group(3)) if m.group(3) else None,
+            "summary": f"Dynamo resumed tracing after a graph break in {function}", "hint": GENERIC_BREAK_HINT})
     return None
 
 
@@ -299,8 +472,9 @@ def _tables(body: str) -> Finding | None:
 
 
 def _nccl_info(body: str) -> Finding | None:
-    m = _NCCL_RESULT_CHAIN.search(body)
-    if m and body.rstrip().endswith(f"-> {m.group(3)}"):
+    at = body.find("NCCL INFO ")  # a line whose envelope the prefix reader did not take off
+    m = _NCCL_RESULT_CHAIN.match(body.lstrip(), 0) if at < 0 else _NCCL_RESULT_CHAIN.match(body, at + 10)
+    if m:
         code = int(m.group(3))
         return Finding("log", "NCCLResultChain", {"site": f"{m.group(1)}:{m.group(2)}", "result_code": code,
                                                   "result": _NCCL_RESULTS.get(code, "")})

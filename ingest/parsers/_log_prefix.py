@@ -38,11 +38,17 @@ class Prefix:
 
 
 # --- envelopes added outside the program --------------------------------------------------
+# a tqdm bar whose line was never ended, so the next record is glued behind it:
+# "  0%|          | 0/6 [00:00<?, ?it/s]skipping ...", "[00:00<?, ?it/s][rank0]:W0202 ...",
+# "Processed prompts:  0%| | 0/2 [00:00<?, ?it/s, est. speed input: 0.00 toks/s](EngineCore ...)"
+_PROGRESS = re.compile(r"^[^\[\]\n]{0,300}?\[\d{1,4}:\d\d(?::\d\d)?(?:<(?:\?|\d{1,4}:\d\d(?::\d\d)?))?, {0,3}"
+                       r"(?:\?|\d[\d.]{0,12} ?)(?:it|s|[A-Za-z]{1,8})/(?:s|it)\b[^\[\]]{0,300}\](?=\S)")
 _COLLECTOR = re.compile(r"^ ?(\d{4})-(\d{2})-(\d{2}) (\d{2}):(\d{2}) (?=\S)")   # " 2025-02-18 12:54 "
 _COUNTER = re.compile(r"^\[(\d+)\] (?=\S)")                                    # "[80746] "
 _PDSH = re.compile(r"^([A-Za-z][\w.-]*\d[\w.-]*): ")                           # "vm-07-05: "
-_VLLM_PROC = re.compile(r"^\((\w[\w ]*?) pid=(\d+)\) ")                         # "(Worker_TP1 pid=15193) "
-_RANK = re.compile(r"^\[rank(\d+)\]:")                                          # "[rank0]:"
+# "(Worker_TP1 pid=15193) ", "(VllmWorker rank=3 pid=1090) ", Ray's "(RayWorkerWrapper pid=206994, ip=10.0.0.2) "
+_VLLM_PROC = re.compile(r"^\((\w[\w =]{0,60}?) pid=(\d+)(?:, ip=[\w.:]{1,64})?\) ")
+_RANK = re.compile(r"^\[rank(\d+)\]: ?")  # "[rank0]:" (C++ logs), "[rank0]: " (Python: the original line follows)
 _EXC_GROUP = re.compile(r"^ +\| ?")                                            # "    | "
 
 # --- the program's own logger header ---------------------------------------------------------
@@ -93,6 +99,10 @@ def split_line(line: str, year: int) -> Prefix:
     body = line
     outer_year: int | None = None
     # Envelopes come in a fixed outer-to-inner order; each is optional.
+    m = _PROGRESS.match(body)
+    if m:
+        p.extra["progress_bar"] = True
+        body = body[m.end():]
     m = _COLLECTOR.match(body)
     if m:
         outer_year = int(m.group(1))

@@ -56,7 +56,7 @@ def parse(path, sink: EventSink, report: ParseReport) -> None:
         if not text:
             continue
         if m := _EVENT.match(text):
-            last_ts = int(m["ts"])
+            last_ts = clamp_int(m["ts"], 0)  # digits beyond int64 are not a clock
             events += _event(sink, last_ts, m["fields"], loc)
         elif m := _MAP.match(text):
             if m["value"] is None:
@@ -88,7 +88,7 @@ def _event(sink: EventSink, ts: int, fields: str, loc: str) -> int:
         attrs[key] = number if number is not None else raw
         for suffix, scale in UNITS.items():
             if key.endswith(suffix) and number is not None and not name:
-                name, dur, value, unit = key[: -len(suffix)], number * scale, float(number), suffix[1:]
+                name, dur, value, unit = key[: -len(suffix)], clamp_int(number * scale, 0), float(number), suffix[1:]
     tid, pid = attrs.pop("tid", -1), attrs.pop("pid", -1)
     if not name:
         name = next((k for k in attrs), "event")

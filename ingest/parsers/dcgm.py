@@ -96,6 +96,7 @@ def _parse_metrics(path, lines, sink: EventSink, report: ParseReport) -> None:
         samples += 1
         field = m["metric"]
         device = clamp_int(labels.pop("gpu", None))
+        device = device if -1 <= device < 2**31 else -1  # the device column is int32
         host = labels.get("Hostname", "")
         if field in THROTTLE_FIELDS:
             throttle.update(ts, device, int(value), loc, host)

@@ -136,6 +136,9 @@ def _emit_pg_status(status: Any, pg_config: dict, rank: int | None, ts: int,
                 "pg_name": cfg.get("name", str(pg_id)),
                 "pg_desc": cfg.get("desc", ""),
                 "rank": rank,
+                # the group's members: a group of one rank has no peer to wait for
+                "group_ranks": cfg.get("ranks", []),
+                "group_size": len(cfg.get("ranks", [])) or None,
                 # JSON dumps write these as strings
                 "last_enqueued_collective": clamp_int(s.get("last_enqueued_collective")),
                 "last_started_collective": clamp_int(s.get("last_started_collective")),

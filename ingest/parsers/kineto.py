@@ -154,7 +154,7 @@ def _read_meta(top: dict[str, msgspec.Raw], report: ParseReport) -> dict[str, An
             continue
         try:
             value, _ = stringify_big_ints(msgspec.json.decode(raw))
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, UnicodeDecodeError):
             continue
         if key in _META_NAMES:
             meta[_META_NAMES[key]] = value
@@ -212,6 +212,23 @@ def _ints(values: list) -> tuple[np.ndarray, int]:
         arr = None
     if arr is not None and arr.type in (pa.int64(), pa.null()):  # ints and None: one C loop
         return arr.cast(pa.int64()).fill_null(-1).to_numpy(zero_copy_only=False, writable=True), 0
+    # a few odd values (a pid "Spans"): the ints still in one C loop, the odd ones one by one
+    try:
+        arr = pa.array([v if type(v) is int else None for v in values], pa.int64())
+    except (pa.ArrowException, OverflowError):  # ints beyond int64
+        return _ints_one_by_one(values)
+    out = arr.fill_null(-1).to_numpy(zero_copy_only=False, writable=True)
+    clamped = 0
+    for i in np.flatnonzero(out == -1).tolist():
+        v = values[i]
+        if v is not None and type(v) is not int:
+            n = _int_or_clamp(v)
+            clamped += n == -2
+            out[i] = -1 if n == -2 else n
+    return out, clamped
+
+
+def _ints_one_by_one(values: list) -> tuple[np.ndarray, int]:
     out = np.fromiter(
         (-1 if v is None else v if type(v) is int and INT64_MIN <= v <= INT64_MAX
          else _int_or_clamp(v) for v in values), dtype=np.int64, count=len(values))
@@ -230,12 +247,34 @@ def _ns(ts_us: np.ndarray, offset_ns: int) -> np.ndarray:
 
 
 class _Strings:
-    """A string column as dictionary codes: each test runs once per distinct value."""
+    """A string column as dictionary codes, values in order of first appearance (as
+    pyarrow's dictionary_encode gives them): each test runs once per distinct value."""
 
-    def __init__(self, values: list[str]):
-        self.array = pa.array(values, pa.string()).dictionary_encode()
-        self.values: list[str] = self.array.dictionary.to_pylist()
-        self.codes = self.array.indices.to_numpy()
+    def __init__(self, values: list[str], codes: np.ndarray, array: pa.DictionaryArray | None = None):
+        self.values, self.codes, self._array = values, codes, array
+
+    @classmethod
+    def of(cls, items: list[str]) -> "_Strings":
+        array = pa.array(items, pa.string()).dictionary_encode()
+        return cls(array.dictionary.to_pylist(), array.indices.to_numpy(), array)
+
+    @property
+    def array(self) -> pa.DictionaryArray:
+        if self._array is None:
+            self._array = pa.DictionaryArray.from_arrays(pa.array(self.codes, pa.int32()),
+                                                         pa.array(self.values, pa.string()))
+        return self._array
+
+    def take(self, idx: np.ndarray) -> "_Strings":
+        """The rows `idx`, encoded as if on their own (their values only, in their order)."""
+        codes = self.codes[idx]
+        used, first = np.unique(codes, return_index=True)
+        order = used[np.argsort(first)]
+        if len(order) == len(self.values) and bool((order == np.arange(len(order))).all()):
+            return _Strings(self.values, codes)
+        remap = np.zeros(len(self.values), np.int32)
+        remap[order] = np.arange(len(order), dtype=np.int32)
+        return _Strings([self.values[i] for i in order], remap[codes])
 
     def where(self, test: Callable[[str], bool]) -> np.ndarray:
         hit = np.fromiter((test(v) for v in self.values), dtype=bool, count=len(self.values))
@@ -244,12 +283,47 @@ class _Strings:
     def isin(self, wanted) -> np.ndarray:
         return self.where(lambda v: v in wanted)
 
-    def map(self, table: dict[str, str], default: str) -> np.ndarray:
-        return np.array([table.get(v, default) for v in self.values], dtype=object)[self.codes]
+    def lookup(self, table: dict[str, int], default: int) -> np.ndarray:
+        """A small-int code per row from a table of values."""
+        return np.array([table.get(v, default) for v in self.values], dtype=np.int8)[self.codes]
 
     def counts(self, mask: np.ndarray) -> dict[str, int]:
         n = np.bincount(self.codes[mask], minlength=len(self.values))
         return {self.values[i]: int(n[i]) for i in np.flatnonzero(n)}
+
+
+def _pick(items: list, idx: np.ndarray) -> list:
+    return [items[i] for i in idx.tolist()]
+
+
+# Kinds as small codes while a window is built: a compare of codes per row instead of one of
+# strings; the table gets the names (in the order the rows first use them, as before).
+KIND_NAMES = ("kernel", "memcpy", "memset", "sync", "runtime", "driver", "cpu_op", "annotation",
+              "marker", "alloc", "free", "oom", "collective")
+_K = {k: np.int8(i) for i, k in enumerate(KIND_NAMES)}
+_CATEGORY_CODE = {cat: int(_K[kind]) for cat, kind in CATEGORY_KIND.items()}
+
+
+def _kinds(names: tuple[str, ...]) -> np.ndarray:
+    """Lookup table: code -> whether it is one of `names`."""
+    table = np.zeros(len(KIND_NAMES), bool)
+    table[[_K[k] for k in names]] = True
+    return table
+
+
+_DEVICE = _kinds(DEVICE_KINDS)
+_HOST_CALL = _kinds(("runtime", "driver"))
+_TYPED_ARGS = _kinds(DEVICE_KINDS + ("runtime", "driver"))
+
+
+def _kind_array(codes: np.ndarray) -> pa.DictionaryArray:
+    """The kind column: names in the order the rows first use them (dictionary_encode's)."""
+    used, first = np.unique(codes, return_index=True)
+    order = used[np.argsort(first)]
+    remap = np.zeros(len(KIND_NAMES), np.int32)
+    remap[order] = np.arange(len(order), dtype=np.int32)
+    return pa.DictionaryArray.from_arrays(pa.array(remap[codes], pa.int32()),
+                                          pa.array([KIND_NAMES[i] for i in order], pa.string()))
 
 
 # ---------------------------------------------------------------- per chunk
@@ -260,7 +334,7 @@ def _emit_chunk(chunk: Chunk, ctx: _Context, sink: EventSink) -> None:
     if not n:
         return
     index = np.arange(chunk.start, chunk.start + n) if chunk.index is None else np.asarray(chunk.index)
-    ph = _Strings([e.ph for e in evs])
+    ph = _Strings.of([e.ph for e in evs])
     if ctx.offset_ns is None:
         ts = np.array([e.ts for e in evs], dtype=float)
         if np.isfinite(ts).any():
@@ -278,33 +352,49 @@ def _emit_chunk(chunk: Chunk, ctx: _Context, sink: EventSink) -> None:
     pending = [_match_range(evs[i], int(index[i]), ctx) for i in np.flatnonzero(is_range)]
     pending = [p for p in pending if p is not None]
 
-    rows = np.flatnonzero(~(is_flow | is_meta | is_counter | is_range))
-    if len(rows):
-        _emit_rows([evs[i] for i in rows], index[rows], ctx, sink, chunk.big_ints)
+    other = is_flow | is_meta | is_counter | is_range
+    if not other.any():
+        _emit_rows(evs, index, ctx, sink, ph)
+    elif not other.all():
+        rows = np.flatnonzero(~other)
+        _emit_rows(_pick(evs, rows), index[rows], ctx, sink, ph.take(rows))
     if pending:
-        _emit_rows([p[0] for p in pending], np.array([p[1] for p in pending]), ctx, sink,
-                   chunk.big_ints)
+        _emit_rows([p[0] for p in pending], np.array([p[1] for p in pending]), ctx, sink)
 
 
-def _typed_args(evs: list[Event], kind: np.ndarray, cats: _Strings, names: _Strings) -> list[Args]:
-    """Typed args for the events whose args feed columns; an empty Args for the rest."""
-    none = Args()
-    needed = np.isin(kind, DEVICE_KINDS + ("runtime", "driver")) | \
-        cats.isin(("gpu_user_annotation",)) | names.isin((MEMORY_EVENT, OOM_EVENT))
-    out = [none] * len(evs)
-    picked = np.flatnonzero(needed)
-    if len(picked):
-        decoded = decode_args([evs[i].args or b"null" for i in picked])
-        for i, a in zip(picked, decoded):
-            if a is not None:
-                out[i] = a
-    return out
+class _TypedArgs:
+    """The columns that come from args, for the rows whose args feed columns (decoded in one
+    call); -1 / NaN for the others."""
+
+    def __init__(self, evs: list[Event], picked: np.ndarray, n: int, ctx: _Context):
+        self.picked, self.n = picked, n
+        self.slot = np.full(n, -1, np.int64)  # row -> position in `args`
+        self.slot[picked] = np.arange(len(picked))
+        none = Args()
+        decoded = decode_args([evs[i].args or b"null" for i in picked.tolist()]) if len(picked) else []
+        self.args = [none if a is None else a for a in decoded]
+        self.corr = self.ints("correlation", ctx)
+        self.device = self.ints("device", ctx)
+        self.stream = self.ints("stream", ctx)
+
+    def ints(self, field: str, ctx: _Context | None) -> np.ndarray:
+        out = np.full(self.n, -1, np.int64)
+        if len(self.picked):
+            values, clamped = _ints([getattr(a, field) for a in self.args])
+            out[self.picked] = values
+            if ctx is not None:
+                ctx.clamped += clamped
+        return out
+
+    def mem_bytes(self, rows: np.ndarray) -> np.ndarray:
+        """args.Bytes of the rows where it is a number (NaN elsewhere)."""
+        values = [self.args[j].mem_bytes for j in self.slot[rows].tolist()]
+        return np.array([v if isinstance(v, (int, float)) else None for v in values], dtype=float)
 
 
 def _emit_rows(evs: list[Event], index: np.ndarray, ctx: _Context, sink: EventSink,
-               big_ints: bool) -> None:
+               phs: _Strings | None = None) -> None:
     report = ctx.report
-    n = len(evs)
     ts_us = np.array([e.ts for e in evs], dtype=float)
     has_ts = np.isfinite(ts_us)
     if not has_ts.all():
@@ -312,31 +402,35 @@ def _emit_rows(evs: list[Event], index: np.ndarray, ctx: _Context, sink: EventSi
         for i in index[~has_ts][:5]:
             report.warn(f"traceEvents[{i}]: event without a numeric ts skipped")
         keep = np.flatnonzero(has_ts)
-        evs = [evs[i] for i in keep]
-        index, ts_us, n = index[keep], ts_us[keep], len(keep)
-        if not n:
+        evs = _pick(evs, keep)
+        index, ts_us = index[keep], ts_us[keep]
+        phs = phs.take(keep) if phs is not None else None
+        if not len(keep):
             return
+    n = len(evs)
 
-    names = _Strings([e.name or "" for e in evs])
-    cats = _Strings([e.cat or "" for e in evs])
-    phs = _Strings([e.ph for e in evs])
+    names = _Strings.of([e.name or "" for e in evs])
+    cats = _Strings.of([e.cat or "" for e in evs])
+    phs = phs if phs is not None else _Strings.of([e.ph for e in evs])
     dur_us = np.nan_to_num(np.array([e.dur for e in evs], dtype=float), nan=0.0)
 
-    kind = cats.map(CATEGORY_KIND, "")
-    known = kind != ""
-    kind[~known] = "marker"
-    a = _typed_args(evs, kind, cats, names)
+    kind = cats.lookup(_CATEGORY_CODE, -1)
+    known = kind >= 0
+    kind[~known] = _K["marker"]
+    is_gpu_annotation = cats.isin(("gpu_user_annotation",))
+    memory_name = names.isin((MEMORY_EVENT, OOM_EVENT))
+    a = _TypedArgs(evs, np.flatnonzero(_TYPED_ARGS[kind] | is_gpu_annotation | memory_name), n, ctx)
 
     instant = phs.isin(("i", "I"))
     is_oom = names.isin((OOM_EVENT,)) & instant
-    is_memory = (names.isin((MEMORY_EVENT,)) & instant) | is_oom
+    is_memory = (memory_name & instant)
     mem_bytes = np.full(n, np.nan)
-    for i in np.flatnonzero(is_memory):
-        if isinstance(a[i].mem_bytes, (int, float)):
-            mem_bytes[i] = a[i].mem_bytes
-    kind[is_memory & ~(mem_bytes < 0)] = "alloc"
-    kind[is_memory & (mem_bytes < 0)] = "free"
-    kind[is_oom] = "oom"
+    if is_memory.any():
+        mem_bytes[is_memory] = a.mem_bytes(np.flatnonzero(is_memory))
+    freed = mem_bytes < 0
+    kind[is_memory & ~freed] = _K["alloc"]
+    kind[is_memory & freed] = _K["free"]
+    kind[is_oom] = _K["oom"]
 
     kineto_marker = names.where(lambda v: v.startswith(KINETO_MARKER_NAMES))
     unknown = ~known & ~is_memory & ~kineto_marker
@@ -347,31 +441,29 @@ def _emit_rows(evs: list[Event], index: np.ndarray, ctx: _Context, sink: EventSi
     if other_phase.any():
         for p, cnt in phs.counts(other_phase).items():
             report.skipped[f"phase {p}"] += cnt
-        kind[other_phase] = "marker"
+        kind[other_phase] = _K["marker"]
 
-    nccl_kernel = (kind == "kernel") & names.where(lambda v: v.startswith(NCCL_KERNEL_PREFIXES))
-    param_comms = (kind == "cpu_op") & names.isin((PARAM_COMMS_OP,))
+    nccl_kernel = (kind == _K["kernel"]) & names.where(lambda v: v.startswith(NCCL_KERNEL_PREFIXES))
+    param_comms = (kind == _K["cpu_op"]) & names.isin((PARAM_COMMS_OP,))
     is_collective = nccl_kernel | param_comms
-    kind[is_collective] = "collective"
+    kind[is_collective] = _K["collective"]
 
     pid, c1 = _ints([e.pid for e in evs])
     tid, c2 = _ints([e.tid for e in evs])
-    corr, c3 = _ints([x.correlation for x in a])
-    arg_device, c4 = _ints([x.device for x in a])
-    arg_stream, c5 = _ints([x.stream for x in a])
-    ctx.clamped += c1 + c2 + c3 + c4 + c5
+    ctx.clamped += c1 + c2
+    corr, arg_device, arg_stream = a.corr, a.device, a.stream
 
-    host_call = np.isin(kind, ("runtime", "driver")) & (corr >= 0)
+    host_call = _HOST_CALL[kind] & (corr >= 0)
     if host_call.any():
         ctx.launches.add(corr[host_call], pid[host_call], tid[host_call])
-    device_side = np.isin(kind, DEVICE_KINDS) | nccl_kernel | cats.isin(("gpu_user_annotation",))
+    device_side = _DEVICE[kind] | nccl_kernel | is_gpu_annotation
     device = np.full(n, -1, np.int64)
     stream = np.full(n, -1, np.int64)
     device[device_side] = np.where(arg_device >= 0, arg_device, pid)[device_side]
     stream[device_side] = np.where(arg_stream >= 0, arg_stream, tid)[device_side]
     if is_memory.any():
-        mem_dev, _ = _ints([x.mem_device for x in a])
-        mem_type, _ = _ints([x.mem_device_type for x in a])
+        mem_dev = a.ints("mem_device", None)
+        mem_type = a.ints("mem_device_type", None)
         gpu_mem = is_memory & (mem_type != 0) & (mem_dev >= 0)
         device[gpu_mem] = mem_dev[gpu_mem]
     # a GPU row's pid/tid are its device/stream; the host's come from its launch
@@ -380,24 +472,27 @@ def _emit_rows(evs: list[Event], index: np.ndarray, ctx: _Context, sink: EventSi
     pid[device_side], tid[device_side] = -1, -1
     pid[launched], tid[launched] = ctx.launches.pid[pos[launched]], ctx.launches.tid[pos[launched]]
 
-    value = np.full(n, np.nan)
-    value[is_memory] = mem_bytes[is_memory]
-
     columns = {
         "ts": _ns(ts_us, ctx.offset_ns or 0),
         "dur": np.rint(np.maximum(dur_us, 0) * 1000).astype(np.int64),
         "kind": kind, "name": names.array,
         "pid": pid, "tid": tid, "device": device.astype(np.int32), "stream": stream,
-        "corr": corr, "value": value,
-        "attrs": _attrs(evs, kind, names, is_collective, big_ints, ctx),
+        "corr": corr, "value": mem_bytes,
+        "attrs": _attrs(evs, kind, names, is_collective, ctx),
         "loc": pc.binary_join_element_wise("traceEvents[", pa.array(index).cast(pa.string()), "]", ""),
     }
     if ctx.host:
-        columns["host"] = pa.array([ctx.host] * n, pa.string())
+        columns["host"] = pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)),
+                                                         pa.array([ctx.host], pa.string()))
     waiting = device_side & ~launched & (corr >= 0)
     if waiting.any():
         ctx.waiting.append({k: _take(v, waiting) for k, v in columns.items()})
         columns = {k: _take(v, ~waiting) for k, v in columns.items()}
+    _emit(columns, sink)
+
+
+def _emit(columns: dict, sink: EventSink) -> None:
+    columns["kind"] = _kind_array(columns["kind"])
     sink.emit_columns(columns)
 
 
@@ -411,32 +506,80 @@ def _emit_waiting_rows(ctx: _Context, sink: EventSink) -> None:
         pos, launched = ctx.launches.find(columns["corr"])
         columns["pid"][launched] = ctx.launches.pid[pos[launched]]
         columns["tid"][launched] = ctx.launches.tid[pos[launched]]
-        sink.emit_columns(columns)
+        _emit(columns, sink)
     ctx.waiting.clear()
 
 
 def _attrs(evs: list[Event], kind: np.ndarray, names: _Strings, is_collective: np.ndarray,
-           big_ints: bool, ctx: _Context) -> pa.Array:
-    """The event's args untouched, plus derived keys for memcpy, steps and collectives."""
-    raws = [bytes(e.args) for e in evs]  # (pyarrow keeps memoryviews it is given alive)
+           ctx: _Context) -> pa.Array:
+    """The event's args untouched (one join of the raw views, no bytes object per row),
+    plus derived keys for memcpy, steps and collectives; `{}` for events without args."""
+    raws = [e.args for e in evs]
+    n = len(raws)
+    offsets = np.zeros(n + 1, np.int64)
+    np.cumsum(np.fromiter(map(len, raws), np.int64, n), out=offsets[1:])
+    data = b"".join(raws)
     is_step = names.where(lambda v: v.startswith("ProfilerStep#"))
-    enrich = is_collective | (kind == "memcpy") | is_step
-    if big_ints:
-        enrich |= np.fromiter((has_big_int(r) for r in raws), dtype=bool, count=len(raws))
-    for i in np.flatnonzero(enrich):
-        args = load_args(raws[i])
+    enrich = is_collective | (kind == _K["memcpy"]) | is_step
+    for i in _long_digit_runs(data, offsets).tolist():
+        if not enrich[i] and has_big_int(bytes(raws[i])):
+            enrich[i] = True
+    patches: dict[int, bytes] = {}
+    for i in np.flatnonzero(enrich).tolist():
+        args = load_args(bytes(raws[i]))
         name = names.values[names.codes[i]]
         if is_collective[i]:
             args.update(collective_attrs(name, args, ctx.rank))
-        elif kind[i] == "memcpy":
+        elif kind[i] == _K["memcpy"]:
             args.update(memcpy_attrs(name))
         elif is_step[i]:
             args.update(step_attrs(name))
         args, big = stringify_big_ints(args)
         ctx.big_int_attrs += big
-        raws[i] = dumps_attrs(args).encode()
-    attrs = pa.array(raws, pa.binary()).cast(pa.string())
-    return pc.if_else(pc.equal(pc.binary_length(attrs), 0), "{}", attrs)
+        patches[i] = dumps_attrs(args).encode()
+    for i in np.flatnonzero(offsets[1:] == offsets[:-1]).tolist():
+        patches.setdefault(i, b"{}")
+    if patches:
+        data, offsets = _patched(data, offsets, patches)
+    binary = pa.Array.from_buffers(pa.large_binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+    try:
+        return binary.cast(pa.string())
+    except pa.ArrowInvalid:  # args holding bytes that are not UTF-8: replaced, not fatal
+        o = offsets.tolist()
+        return pa.array([data[o[i]:o[i + 1]].decode("utf-8", "replace") for i in range(n)], pa.string())
+
+
+def _patched(data: bytes, offsets: np.ndarray, patches: dict[int, bytes]) -> tuple[bytes, np.ndarray]:
+    """`data` (rows at `offsets`) with some rows' bytes replaced."""
+    view = memoryview(data)
+    pieces, prev = [], 0
+    lengths = np.diff(offsets)
+    for i in sorted(patches):
+        pieces.append(view[offsets[prev]:offsets[i]])
+        pieces.append(patches[i])
+        lengths[i] = len(patches[i])
+        prev = i + 1
+    pieces.append(view[offsets[prev]:])
+    new = np.zeros(len(offsets), np.int64)
+    np.cumsum(lengths, out=new[1:])
+    return b"".join(pieces), new
+
+
+def _long_digit_runs(data: bytes, offsets: np.ndarray) -> np.ndarray:
+    """Rows whose bytes may hold a run of 19+ digits (an integer beyond int64 needs one),
+    found without Python per byte: such a run holds 6 consecutive bytes at positions that
+    are multiples of 3, so a third of the bytes is looked at, as whole arrays."""
+    third = np.frombuffer(data, np.uint8)[::3]
+    if len(third) < 6:
+        return np.empty(0, np.int64)  # under 18 bytes: no such run
+    run = (third - np.uint8(48)) < 10  # below '0' wraps around
+    run = run[:-1] & run[1:]
+    run = run[:-2] & run[2:]
+    run = run[:-2] & run[2:]  # six samples in a row are digits
+    hits = np.flatnonzero(run) * 3
+    if not len(hits):
+        return hits
+    return np.unique(np.searchsorted(offsets, hits, side="right") - 1)
 
 
 # ---------------------------------------------------------------- rare phases
@@ -480,4 +623,4 @@ def _close_open_ranges(ctx: _Context, sink: EventSink) -> None:
         return
     ctx.report.warn(f"{len(left):,} B event(s) without a matching E kept with duration 0")
     _emit_rows([msgspec.structs.replace(e, ph="X", dur=0.0) for e, _ in left],
-               np.array([i for _, i in left]), ctx, sink, False)
+               np.array([i for _, i in left]), ctx, sink)

@@ -2,9 +2,12 @@
 
 Each line loses its envelope (_log_prefix), then multi-line records are grouped
 (_log_blocks: tracebacks -> ONE error/oom event, graph-break reports -> ONE GraphBreak, the
-flight-recorder analyzer's verdict -> ONE FRMissingRanks),
+flight-recorder analyzer's verdict -> ONE FRMissingRanks, a burst of device-side assertion
+lines across threads and ranks -> ONE cudaErrorAssert, a pasted `nvidia-smi -q` memory section or
+a wrapped dcgmi table row -> ONE memory/Xid event),
 and single lines are recognised (_log_lines: OOM messages, c10d watchdog, NCCL, CUDA
-errors, Xid, KV-cache sizing, torch.compile, training/nccl-tests tables). Everything else
+errors and kernel faults (_log_cuda), Xid / GPU lost / GPU memory errors (_log_gpu),
+KV-cache sizing, torch.compile, training/nccl-tests tables). Everything else
 stays a `log` row: attrs.text keeps the line, loc = "line N".
 
 Time: every common prefix is read. Stamps without a year (glog, vLLM, syslog) take the
@@ -24,9 +27,12 @@ from pathlib import Path
 from ingest.events import EventSink, ParseReport
 from ingest.io import open_bytes
 from ingest.parsers import looks_binary
-from ingest.parsers._log_blocks import CHAINED, FlightRecorderVerdict, GraphBreak, Line, Traceback, starts_traceback
-from ingest.parsers._log_cuda import find_cuda_error
+from ingest.parsers._log_blocks import (CHAINED, DcgmDiagRow, DeviceAsserts, FlightRecorderVerdict, GraphBreak, Line,
+                                         SmiMemorySection, Traceback, starts_traceback)
+from ingest.parsers._log_cuda import cuda_error_attrs, find_cuda_error
+from ingest.parsers._log_dynamo import DynamoReport, unsupported_from_frames
 from ingest.parsers._log_lines import Finding, classify
+from ingest.parsers._log_nccl import MAX_WRAP_LINES, C10Backtrace, join_wrapped, record_incomplete
 from ingest.parsers._log_oom import parse_oom
 from ingest.parsers._log_prefix import split_line
 
@@ -36,7 +42,8 @@ SOURCE = "log"
 MAX_LINE_CHARS = 64 * 1024
 REPEAT_WINDOW = 20  # lines within which an identical error line is an echo, not a new error
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-_TORCH_LOG_TAGS = re.compile(r"^(?:\[(\d+/\d+)\]|\[(__\w+)\]) ")
+_TORCH_LOG_TAGS = re.compile(r"^(?:\[(\d+/\d+)\]|\[(__\w+)\])(?: |$)")  # "$": a record's blank line
+_THREAD_HEADER = re.compile(r"^Exception in thread (.{1,120}?):$")  # Python's threading.excepthook
 
 
 def sniff(head: bytes, name: str) -> bool:
@@ -63,19 +70,24 @@ class LogParser:
         self.sink, self.report, self.year = sink, report, year
         self.last_ts = 0
         self.stamped = self.year_assumed = False
-        self.block: Traceback | GraphBreak | FlightRecorderVerdict | None = None
+        self.block: Traceback | GraphBreak | DynamoReport | FlightRecorderVerdict | C10Backtrace | None = None
         self.chained_after = ""            # loc of the traceback a chained one follows
         self.last_traceback_loc = ""
+        self.thread = self.last_thread = ""  # "Exception in thread X:" names the next traceback's thread
+        self.last_error = ("", "")           # (event name, message) of the last traceback
         self.timeouts: list[dict] = []      # NCCLWatchdogTimeout rows, emitted at the end
         self.pg_state: dict[tuple, dict] = {}
         self.recent_errors: dict[tuple, tuple[int, str]] = {}  # (name, body) -> (line no, loc)
+        self.wrap: list[Line] = []          # an NCCL record cut by a terminal/logger wrap, still open
 
     # --- reading ---------------------------------------------------------------------------
     def run(self, path: Path) -> None:
         with open_bytes(path) as f:
             for no, raw in enumerate(f, 1):
                 self.feed(Line(no, self._decode(raw, no), None, 0))  # type: ignore[arg-type]
+        self._flush_wrap()
         self._close_block()
+        self._flush_wrap()
         self._emit_timeouts()
         self.report.meta["clock"] = (
             {"domain": "unix", "year_assumed": self.year if self.year_assumed else None,
@@ -105,13 +117,23 @@ class LogParser:
             self.last_ts, self.stamped = p.ts, True
             self.year_assumed |= p.year_assumed
         line.prefix, line.ts = p, self.last_ts
+        if self.wrap and self._continue_wrap(line):
+            return
         if self.block is not None and self.block.offer(line):
             return
         self._close_block()
         if GraphBreak.starts(line):
             self.block = GraphBreak([line])
+        elif (report := DynamoReport.open(line)) is not None:
+            self.block = report  # recompiles, explain() and CompileProfiler output (_log_dynamo)
         elif FlightRecorderVerdict.starts(line):
             self.block = FlightRecorderVerdict([line])
+        elif (asserts := DeviceAsserts.open(line)) is not None:
+            self.block = asserts  # one event for a burst of device-side assertion lines
+        elif (section := SmiMemorySection.open(line) or DcgmDiagRow.open(line)) is not None:
+            self.block = section  # nvidia-smi -q memory section / wrapped dcgmi diag row: read as a whole
+        elif (backtrace := C10Backtrace.open(line)) is not None:
+            self.block = backtrace  # a c10::Error stack printed without its message line
         elif starts_traceback(line):
             self.block = Traceback.start(line)
         else:
@@ -122,8 +144,22 @@ class LogParser:
         block, self.block = self.block, None
         if isinstance(block, GraphBreak):
             self._emit(block.lines, Finding("log", "GraphBreak", block.attrs()))
+        elif isinstance(block, DynamoReport):
+            name, attrs, value = block.event()
+            self._emit(block.lines, Finding("log", name, attrs, "", value))
         elif isinstance(block, FlightRecorderVerdict):
-            self._emit(block.lines, Finding("error", "FRMissingRanks", block.attrs(), "critical"))
+            self._emit(block.lines, Finding(*block.event()[:2], block.attrs(), block.event()[2]))
+        elif isinstance(block, DeviceAsserts):
+            self._emit(block.lines, Finding("error", "cudaErrorAssert", block.attrs(), "error", 710.0))
+        elif isinstance(block, (SmiMemorySection, DcgmDiagRow)):
+            hit = block.event()
+            if hit is None:
+                for line in block.lines:
+                    self._single(line)
+            else:
+                self._emit(block.lines, Finding(hit.kind, hit.name, hit.attrs, hit.severity, hit.value, hit.unit))
+        elif isinstance(block, C10Backtrace):
+            self._emit(block.lines, Finding(*block.event(self._cuda_error_before(block.lines[0].no))))
         elif isinstance(block, Traceback):
             if block.is_traceback():
                 self._emit_traceback(block)
@@ -137,9 +173,9 @@ class LogParser:
         finding = Finding("error", tb.exception or "Traceback", attrs, "error")
         oom = parse_oom(text)
         cuda = find_cuda_error(text)
-        if cuda:
+        if cuda and not (oom and cuda[0] == "cudaErrorMemoryAllocation"):  # an OOM by its CUDA name
             finding.name = cuda[0]
-            attrs.update(cuda_error=cuda[0], cuda_code=cuda[1])
+            attrs.update(cuda_error_attrs(cuda, text))
             finding.value = float(cuda[1])
         elif oom:
             finding = Finding("oom", "OutOfMemoryError", attrs | oom, "error",
@@ -150,15 +186,54 @@ class LogParser:
             if single and single.kind in ("error", "oom"):
                 finding.name = single.name
                 attrs.update({k: v for k, v in single.attrs.items() if k not in attrs})
+            elif not tb.exception and (dynamo := unsupported_from_frames(tb.frames, tb.source)):
+                finding.name = "DynamoUnsupported"  # cut before its exception line, raised by Dynamo itself
+                attrs.update(dynamo)
+        attrs = finding.attrs  # an OOM finding carries a copy
         if self.chained_after:
             attrs["chained_after"] = self.chained_after
+            attrs["chained_after_error"], attrs["chained_after_message"] = self.last_error
             self.chained_after = ""
+            self.thread = self.thread or self.last_thread  # a chained traceback is the same thread's
+        if self.thread:
+            attrs["thread"] = self.thread
+        self.last_thread, self.thread = self.thread, ""
+        self.last_error = (finding.name, str(attrs.get("message") or "")[:300])
         self.last_traceback_loc = _loc(tb.lines)
         self._emit(tb.lines, finding)
 
+    # --- records wrapped over several lines -------------------------------------------------
+    def _continue_wrap(self, line: Line) -> bool:
+        """Join an unprefixed line to the open record it continues; else close that record."""
+        p = line.prefix
+        same_rank = p.rank is None or p.rank == self.wrap[0].prefix.rank  # torch prefixes each printed line
+        continuation = p.ts is None and not p.severity and same_rank and not p.origin and p.body.strip()
+        if not continuation:
+            self._flush_wrap()
+            return False
+        lines = self.wrap
+        lines[0].prefix.body = join_wrapped(lines[0].prefix.body, p.body)
+        lines.append(line)
+        if len(lines) >= MAX_WRAP_LINES or not record_incomplete(lines[0].prefix.body):
+            self._flush_wrap()
+        return True
+
+    def _flush_wrap(self) -> None:
+        lines, self.wrap = self.wrap, []
+        if lines:
+            self._single(lines[0], lines[1:])
+
     # --- single lines ----------------------------------------------------------------------
-    def _single(self, line: Line) -> None:
+    def _single(self, line: Line, wrapped: list[Line] | None = None) -> None:
+        if wrapped is None and self.wrap and self._continue_wrap(line):
+            return
         body = line.prefix.body
+        if wrapped is None and record_incomplete(body):
+            self.wrap = [line]
+            return
+        lines = [line] + (wrapped or [])
+        if (m := _THREAD_HEADER.match(body.strip())):
+            self.thread = m.group(1)
         if body.strip() in CHAINED:
             self.chained_after = self.last_traceback_loc
             self._emit([line], Finding("log", "ChainedException", {"after": self.last_traceback_loc}))
@@ -167,13 +242,13 @@ class LogParser:
         if finding.kind in ("error", "oom"):
             finding = self._unless_repeated(line, finding)
         if finding.name == "NCCLWatchdogTimeout":
-            self.timeouts.append(self._row([line], finding))
+            self.timeouts.append(self._row(lines, finding))
             return
         if finding.name == "NCCLWatchdogFailure":
             key = (_rank(line.prefix.rank, finding.attrs), finding.attrs["seq"])
             self.pg_state.setdefault(key, {}).update(
                 {k: v for k, v in finding.attrs.items() if k.startswith(("last_", "pg_"))})
-        self._emit([line], finding)
+        self._emit(lines, finding)
 
     def _unless_repeated(self, line: Line, finding: Finding) -> Finding:
         """Tools print one error twice (raw, then through their logger): one event, and the
@@ -185,6 +260,11 @@ class LogParser:
             return Finding("log", finding.name, finding.attrs | {"repeat_of": seen[1]})
         self.recent_errors[key] = (line.no, f"line {line.no}")
         return finding
+
+    def _cuda_error_before(self, no: int, within: int = 10) -> bool:
+        """A CUDA-error line shortly before line `no`: the stack that follows is its own."""
+        return any(name.startswith("cudaError") and 0 < no - seen <= within
+                   for (name, _), (seen, _) in self.recent_errors.items())
 
     def _emit_timeouts(self) -> None:
         for row in self.timeouts:

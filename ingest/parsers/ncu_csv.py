@@ -136,6 +136,9 @@ def _raw(path: Path, header: list[str], rows, first_line: int, sink: EventSink,
                      "units": {k: u for k, (_, u) in all_metrics.items() if u}})
 
 
+_BLANK = dict.fromkeys(ID_COLUMNS + ("Section Name", "Metric Name", "Metric Unit", "Metric Value", "Rule Name"), "")
+
+
 def _details(header: list[str], rows, first_line: int, sink: EventSink, report: ParseReport) -> None:
     kernels: dict[str, dict] = {}   # ID -> first record, SOL metrics, first line
     for line, row in enumerate(rows, first_line):
@@ -145,7 +148,7 @@ def _details(header: list[str], rows, first_line: int, sink: EventSink, report: 
             report.skipped["ncu row with a wrong number of fields"] += 1
             report.warn(f"line {line}: {len(row)} fields, expected {len(header)}; skipped")
             continue
-        rec = dict(zip(header, row + [""] * (len(header) - len(row))))
+        rec = {**_BLANK, **dict(zip(header, row + [""] * (len(header) - len(row))))}  # damaged headers lack columns
         k = kernels.setdefault(rec["ID"], {"rec": rec, "metrics": {}, "line": line})
         section, metric_name, unit = rec["Section Name"], rec["Metric Name"], rec["Metric Unit"]
         if rec.get("Rule Name"):

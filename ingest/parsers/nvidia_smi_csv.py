@@ -13,7 +13,8 @@ import csv
 import io
 import re
 
-from ingest.events import EventSink, ParseError, ParseReport, clamp_int
+from ingest.events import EventSink, ParseError, ParseReport
+from ingest.parsers._nvsmi import device_index
 from ingest.parsers._telemetry import CLOCK_EVENT_REASONS, ThrottleTracker, clock_meta, iter_lines, parse_wallclock
 
 FORMAT = "nvidia_smi_csv"
@@ -65,7 +66,10 @@ def _split_header(cell: str) -> tuple[str, str]:
 def parse(path, sink: EventSink, report: ParseReport) -> None:
     lines = iter_lines(path)
     header = next(lines, (1, ""))[1]
-    columns = [_split_header(c) for c in next(csv.reader([header], skipinitialspace=True), [])]
+    try:
+        columns = [_split_header(c) for c in next(csv.reader([header], skipinitialspace=True), [])]
+    except csv.Error as e:
+        raise ParseError(str(path), "line 1", f"a CSV header of nvidia-smi query fields ({e})") from None
     fields = [f for f, _ in columns]
     if len(fields) < 2:
         raise ParseError(str(path), "line 1", "a CSV header of nvidia-smi query fields")
@@ -77,7 +81,12 @@ def parse(path, sink: EventSink, report: ParseReport) -> None:
         if not line.strip():
             continue
         loc = f"line {lineno}"
-        cells = next(csv.reader(io.StringIO(line), skipinitialspace=True), [])
+        try:
+            cells = next(csv.reader(io.StringIO(line), skipinitialspace=True), [])
+        except csv.Error as e:  # a stray CR or quote: the row, not the file, is broken
+            report.warn(f"{loc}: not a CSV row ({e}); skipped")
+            report.skipped["unreadable CSV row"] += 1
+            continue
         if len(cells) != len(fields):
             report.warn(f"{loc}: {len(cells)} values for {len(fields)} columns; skipped")
             report.skipped["row with a wrong column count"] += 1
@@ -93,7 +102,7 @@ def parse(path, sink: EventSink, report: ParseReport) -> None:
             ts, assumed = parsed
             tz_assumed += assumed
         rows += 1
-        device = clamp_int(row.get(device_col))
+        device = device_index(row.get(device_col))
         inventory = devices.setdefault(device, {})
         mask = None
         for (field, unit), text in zip(columns, (c.strip() for c in cells)):
@@ -103,7 +112,7 @@ def parse(path, sink: EventSink, report: ParseReport) -> None:
                 inventory.setdefault(field, text)
                 continue
             if field in MASK_COLUMNS:
-                mask = clamp_int(text, 0) if not text.startswith("0x") else int(text, 16)
+                mask = _mask(text)
                 continue
             reason = field.rsplit(".", 1)[-1]
             if field.startswith(("clocks_event_reasons.", "clocks_throttle_reasons.")) and reason in REASON_BITS:
@@ -123,6 +132,15 @@ def parse(path, sink: EventSink, report: ParseReport) -> None:
     else:
         report.meta["clock"] = clock_meta("unix", "nvidia-smi local time without a zone, read as UTC",
                                           tz_assumed=bool(tz_assumed))
+
+
+def _mask(text: str) -> int:
+    """"0x0000000000000004" (or decimal) -> the NVML reason mask; 0 when unreadable."""
+    try:
+        value = int(text, 16) if text.lower().startswith("0x") else int(text)
+    except ValueError:
+        return 0
+    return value if 0 <= value < 2**63 else 0
 
 
 def _sample(sink, report, ts, device, field, unit, text, loc) -> None:

@@ -6,7 +6,8 @@ them to the trace's day). Local time without a zone is read as UTC (tz_assumed).
 """
 from __future__ import annotations
 
-from ingest.events import EventSink, ParseError, ParseReport, clamp_int
+from ingest.events import EventSink, ParseError, ParseReport
+from ingest.parsers._nvsmi import device_index
 from ingest.parsers._telemetry import clock_meta, iter_lines, parse_wallclock
 
 FORMAT = "nvidia_smi_dmon"
@@ -28,7 +29,8 @@ COLUMNS = {
 def sniff(head: bytes, name: str) -> bool:
     for raw in head.split(b"\n", 3)[:3]:
         words = raw.decode("utf-8", "replace").lstrip("#").lower().split()
-        if raw.startswith(b"#") and "gpu" in words and len(set(words) & set(COLUMNS)) >= 2:
+        # a "pid" column is `nvidia-smi pmon`: per-process figures, not the device's
+        if raw.startswith(b"#") and "gpu" in words and "pid" not in words and len(set(words) & set(COLUMNS)) >= 2:
             return True
     return False
 
@@ -66,7 +68,7 @@ def parse(path, sink: EventSink, report: ParseReport) -> None:
             last_tod = tod
             ts = _date_ns(row.get("date", "")) + day_offset + tod
         rows += 1
-        device = clamp_int(row.get("gpu"))
+        device = device_index(row.get("gpu"))
         for i, (col, text) in enumerate(zip(names, cells)):
             if col not in COLUMNS or text == "-":
                 continue

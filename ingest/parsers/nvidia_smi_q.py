@@ -2,55 +2,103 @@
 table and `nvidia-smi topo -m`. One module because they are one tool's point-in-time
 views; report.format says which one a file was.
 
-* `-q`: one "GpuInventory" marker per GPU (name, uuid, driver, CUDA, memory, ECC mode and
-  counters, retired pages, remapped rows, the whole section tree under attrs.details),
+* `-q` (also `-q -d ...`, `-a`, `-q -l N` with one "==NVSMI LOG==" banner per snapshot, and a
+  paste without the banner that still starts at "Timestamp"/"Driver Version"): per GPU and
+  snapshot one "GpuInventory" marker (name, uuid, driver, CUDA, memory, ECC mode and counters,
+  retired pages, remapped rows, MIG devices, the whole section tree under attrs.details),
   report.meta["devices"]; ECC errors, retired pages and row-remap failures become `error`
-  rows; active clock-event reasons a "ThrottleReason" marker; a few gauges as samples.
+  rows; active clock-event reasons a "ThrottleReason" marker; gauges (memory, utilisation,
+  temperature, power) and per-process memory as samples. The rows are the ones the `-q -x`
+  XML parser emits (both go through `_nvsmi.emit_gpu`).
 * the table: per-GPU samples (temp, power, power.limit, mem.used/total, gpu.util) and
   per-process memory; an uncorrectable ECC count > 0 is an `error` row.
 * `topo -m`: one "GpuTopology" marker per GPU/NIC row (links, CPU and NUMA affinity).
+
+`-q` output changes with every driver (390 ... 610+), Windows (WDDM) and MIG mode: a section
+may be printed as a scalar ("Remapped Rows : N/A", "Processes : None"), a scalar may carry
+children ("Process ID : 42" above its Type/Name), keys repeat, values are "N/A",
+"[Not Supported]" or "Requested functionality has been deprecated". The tree below takes all
+of that as data; lookups tolerate every shape.
 """
 from __future__ import annotations
 
 import re
 
 from ingest.events import EventSink, ParseError, ParseReport, clamp_int
+from ingest.parsers._nvsmi import MIB, GpuReport, device_index, emit_gpu, norm, number
 from ingest.parsers._telemetry import ThrottleTracker, clock_meta, iter_lines, parse_wallclock
 
 FORMAT = "nvidia_smi"
 SOURCE = "nvidia_smi"
 
+MAX_LINES = 2_000_000        # a -q of 8 GPUs is ~2,000 lines; more is not a snapshot
+MAX_DEPTH = 16               # -q nests 5 levels deep; the tree stays shallow whatever the input
+MAX_TABLE_LINE = 512         # table rows are ~90 chars; longer lines are not table rows
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
-_KV = re.compile(r"^(?P<indent> *)(?P<key>\S[^:]*?)\s*(?::\s*(?P<value>.*?))?\s*$")
-_GPU_SECTION = re.compile(r"^GPU (?P<bus>[0-9A-Fa-f]+:[0-9A-Fa-f]+:[0-9A-Fa-f]+\.[0-9A-Fa-f]+)\s*$")
+_GPU_SECTION = re.compile(r"^GPU (?P<bus>[0-9A-Fa-f]{1,8}(?::[0-9A-Fa-f]{1,8}){1,2}(?:\.[0-9A-Fa-f]{1,2})?)$")
 _NUM = re.compile(r"^(?P<num>[-+]?\d+(?:\.\d+)?)\s*(?P<unit>\S*)$")
-_TABLE_GPU = re.compile(r"^\|\s+(?P<index>\d+)\s+(?P<name>.+?)\s+(?P<persist>On|Off)\s+\|"
+_TABLE_GPU = re.compile(r"^\|\s+(?P<index>\d+)\s+(?P<name>.+?)\s+(?P<persist>On|Off|WDDM|TCC)\s+\|"
                         r"\s+(?P<bus>\S+)\s+(?P<disp>\S+)\s+\|\s+(?P<ecc>\S+)\s+\|")
 _TABLE_STATE = re.compile(r"^\|\s*(?P<fan>\S+)\s+(?P<temp>\d+)C\s+(?P<perf>P\d+|\S+)\s+(?P<power>\S+?)W?\s*/"
                           r"\s*(?P<cap>\S+?)W?\s+\|\s+(?P<used>\d+)MiB\s*/\s*(?P<total>\d+)MiB\s+\|"
                           r"\s+(?P<util>\d+)%")
 _TABLE_PROC = re.compile(r"^\|\s+(?P<gpu>\d+)\s+\S+\s+\S+\s+(?P<pid>\d+)\s+(?P<type>\S+)\s+(?P<proc>.+?)"
                          r"\s+(?P<mem>\d+)MiB\s*\|")
-MIB = 2**20
+_Q_FIRST_KEYS = ("Timestamp", "Driver Version", "Attached GPUs")
 
 
 def sniff(head: bytes, name: str) -> bool:
     return _kind(head) is not None
 
 
+# what a program's log says and nvidia-smi never prints
+_LOG_MARKERS = (b"Traceback (most recent call last):", b"CUDA out of memory", b"CUDA error: ", b"OutOfMemoryError")
+
+
+def _only_table(head: bytes) -> bool:
+    """The default table (date lines and up to two lines such as a prompt above it allowed), not a
+    log that pastes one: a traceback or log lines around the table make the file a log."""
+    lines = _ANSI.sub("", head.decode("utf-8", "replace")).splitlines()
+    if len(head) >= 60_000 and lines:
+        lines.pop()  # the head may end inside a line
+    in_table, above = False, 0
+    for line in (l.strip() for l in lines):
+        if not line or parse_wallclock(line):
+            continue
+        if line.startswith(("|", "+")):
+            in_table = True
+        elif in_table or above >= 2:
+            return False
+        else:
+            above += 1
+    return True
+
+
 def _kind(head: bytes) -> str | None:
+    if any(m in head for m in _LOG_MARKERS):
+        return None  # a log that pastes nvidia-smi output: the log parser keeps both
     if b"==NVSMI LOG==" in head[:2048]:
         return "q"
     if b"NVIDIA-SMI " in head[:4096] and b"Driver Version:" in head[:4096] and b"+---" in head[:4096]:
-        return "table"
-    first = _ANSI.sub("", head[:512].decode("utf-8", "replace")).strip().split("\n", 1)[0]
+        return "table" if _only_table(head) else None
+    text = _ANSI.sub("", head[:4096].decode("utf-8", "replace"))
+    first = text.strip().split("\n", 1)[0]
     if "CPU Affinity" in first and re.search(r"\b(GPU|NIC)\d+\b", first):
         return "topo"
+    # a pasted -q without its banner: starts at the header keys and has a GPU section
+    if first.startswith(_Q_FIRST_KEYS) and "Attached GPUs" in text and any(
+            _GPU_SECTION.match(line.strip()) for line in text.splitlines()):
+        return "q"
     return None
 
 
 def parse(path, sink: EventSink, report: ParseReport) -> None:
-    lines = [(n, _ANSI.sub("", text)) for n, text in iter_lines(path)]
+    lines = []
+    for n, text in iter_lines(path):
+        if n > MAX_LINES:
+            report.warn(f"line {n}: more than {MAX_LINES:,} lines; the rest is not read")
+            break
+        lines.append((n, _ANSI.sub("", text)))
     kind = _kind("\n".join(t for _, t in lines[:60]).encode())
     if kind is None:
         raise ParseError(str(path), "line 1", "nvidia-smi -q, table or topo -m output")
@@ -61,133 +109,256 @@ def parse(path, sink: EventSink, report: ParseReport) -> None:
 # ---- nvidia-smi -q ------------------------------------------------------------------
 
 def _parse_q(path, lines, sink: EventSink, report: ParseReport) -> None:
-    top, gpus = _tree(lines)
-    stamp = parse_wallclock(str(top.get("Timestamp", "")))
-    ts = stamp[0] if stamp else 0
-    report.meta["clock"] = (clock_meta("unix", "nvidia-smi -q Timestamp, local time read as UTC", tz_assumed=True)
-                            if stamp else clock_meta("none", "no Timestamp line"))
-    driver, cuda = top.get("Driver Version", ""), top.get("CUDA Version", "")
     throttle = ThrottleTracker(sink)
-    devices = []
-    for (lineno, bus), info in gpus:
-        loc = f"line {lineno}"
-        device = clamp_int(info.get("Minor Number"), len(devices))
-        fb = info.get("FB Memory Usage", {})
-        inv = {
-            "index": device, "name": info.get("Product Name", ""), "uuid": info.get("GPU UUID", ""),
-            "bus_id": bus, "driver": driver, "cuda": cuda, "memory_total": fb.get("Total", ""),
-            "ecc_mode": _get(info, "ECC Mode", "Current"), "ecc_errors": info.get("ECC Errors", {}),
-            "retired_pages": info.get("Retired Pages", {}), "remapped_rows": info.get("Remapped Rows", {}),
-        }
-        devices.append({k: v for k, v in inv.items() if not isinstance(v, dict)})
-        sink.emit(ts=ts, kind="marker", name="GpuInventory", device=device, loc=loc,
-                  attrs={**inv, "details": info})
-        for name, section, unit in (("mem.used", fb.get("Used"), "MiB"), ("mem.total", fb.get("Total"), "MiB"),
-                                    ("temp", _get(info, "Temperature", "GPU Current Temp"), "C"),
-                                    ("power", _get(info, "GPU Power Readings", "Average Power Draw"), "W"),
-                                    ("power.limit", _get(info, "GPU Power Readings", "Current Power Limit"), "W")):
-            m = _NUM.match(section or "")
-            if m:
-                value = float(m["num"]) * (MIB if unit == "MiB" else 1)
-                sink.emit(ts=ts, kind="sample", name=name, unit="bytes" if unit == "MiB" else unit,
-                          value=value, device=device, loc=loc)
-        reasons = info.get("Clocks Event Reasons") or info.get("Clocks Throttle Reasons") or {}
-        mask = _reason_mask(reasons)
-        if mask is not None:
-            throttle.update(ts, device, mask, loc)
-        _q_errors(sink, ts, device, info, loc)
+    devices: dict[str, dict] = {}
+    stamped = unstamped = 0
+    ts = 0
+    for top, gpus in _snapshots(lines):
+        stamp = parse_wallclock(_text(_find(top, "Timestamp")))
+        if stamp:
+            ts, stamped = stamp[0], stamped + 1
+        else:
+            unstamped += 1
+        for position, ((lineno, bus), info) in enumerate(gpus):
+            gpu = _gpu_report(top, info, bus, position, f"line {lineno}")
+            emit_gpu(sink, ts, throttle, gpu)
+            devices[bus] = {k: v for k, v in gpu.inventory.items() if not isinstance(v, (dict, list))}
     if not devices:
-        raise ParseError(str(path), "line 1", "at least one 'GPU <bus id>' section")
-    report.meta["devices"] = devices
+        raise ParseError(str(path), "line 1", "at least one 'GPU <bus id>' section in the nvidia-smi -q output")
+    report.meta["devices"] = list(devices.values())
+    if stamped:
+        report.meta["clock"] = clock_meta("unix", "nvidia-smi -q Timestamp, local time read as UTC", tz_assumed=True)
+        if unstamped:
+            report.warn(f"{unstamped} snapshot(s) without a readable Timestamp: placed at the previous one's time")
+    else:
+        report.meta["clock"] = clock_meta("none", "no Timestamp line")
+
+
+def _snapshots(lines):
+    """[(top-level dict, [((line, bus id), gpu dict)])], one per "==NVSMI LOG==" banner
+    (`nvidia-smi -q -l N` repeats the whole report)."""
+    chunk: list = []
+    for lineno, text in lines:
+        if "==NVSMI LOG==" in text and any(t.strip() for _, t in chunk):
+            yield _tree(chunk)
+            chunk = []
+        chunk.append((lineno, text))
+    if chunk:
+        yield _tree(chunk)
 
 
 def _tree(lines) -> tuple[dict, list]:
-    """Indented "Key : Value" lines -> the top-level dict and [((line, bus id), gpu dict)]."""
+    """Indented "Key : Value" lines -> the top-level dict and [((line, bus id), gpu dict)].
+
+    A scalar followed by deeper lines becomes a dict keeping its value under "_value"; a
+    repeated key gets a " #2", " #3" suffix (processes repeat "Process ID")."""
     top: dict = {}
     gpus: list = []
     stack: list[tuple[int, dict]] = [(-1, top)]
-    for lineno, text in lines:
-        if not text.strip() or text.strip().startswith("=="):
+    last: tuple[int, dict, str] | None = None   # the previous scalar line: indent, parent, key
+    repeats: dict[tuple[int, str], int] = {}
+    for lineno, raw in lines:
+        text = raw.expandtabs(4).rstrip()
+        body = text.strip()
+        if not body or body.startswith("=="):
             continue
-        if gpu := _GPU_SECTION.match(text):
+        indent = len(text) - len(text.lstrip(" "))
+        if gpu := _GPU_SECTION.match(body):
             node: dict = {}
             gpus.append(((lineno, gpu["bus"]), node))
-            stack = [(-1, top), (0, node)]
+            stack, last = [(-1, top), (indent, node)], None
             continue
-        m = _KV.match(text)
-        if not m:
+        key, colon, value = body.partition(":")
+        key = key.strip()
+        if not key:
             continue
-        indent, key, value = len(m["indent"]), m["key"], m["value"]
+        if last is not None and indent > last[0] and len(stack) < MAX_DEPTH:
+            li, lparent, lkey = last
+            promoted = {"_value": lparent[lkey]}
+            lparent[lkey] = promoted
+            stack.append((li, promoted))
+        last = None
         while len(stack) > 1 and stack[-1][0] >= indent:
             stack.pop()
         parent = stack[-1][1]
-        if value is None:
+        if key in parent:  # "Process ID" per process, "Graphics" per supported clock
+            n = repeats.get((id(parent), key), 1) + 1
+            repeats[(id(parent), key)] = n
+            key = f"{key} #{n}"
+        if colon:
+            parent[key] = value.strip()
+            last = (indent, parent, key)
+        else:
             child: dict = {}
             parent[key] = child
-            stack.append((indent, child))
-        else:
-            parent[key] = value
+            if len(stack) < MAX_DEPTH:  # deeper than nvidia-smi ever nests: kept flat, not recursed into
+                stack.append((indent, child))
     return top, gpus
 
 
-def _get(tree: dict, *keys: str) -> str:
-    for k in keys:
-        tree = tree.get(k, {}) if isinstance(tree, dict) else {}
-    return tree if isinstance(tree, str) else ""
+# Lookups that tolerate every shape: names are matched after norm() (case, spaces), a section
+# printed as a scalar reads as an empty section and a section read as a scalar as its "_value".
+
+_INDEX: dict[int, tuple[dict, dict]] = {}  # id(tree) -> (tree, {norm(key): value}), per GPU report
 
 
-def _reason_mask(reasons: dict) -> int | None:
-    bits = {"Idle": 0x1, "Applications Clocks Setting": 0x2, "SW Power Cap": 0x4, "HW Slowdown": 0x8,
-            "Sync Boost": 0x10, "SW Thermal Slowdown": 0x20, "HW Thermal Slowdown": 0x40,
-            "HW Power Brake Slowdown": 0x80, "Display Clock Setting": 0x100}
-    # nested reasons ("HW Thermal Slowdown" under "HW Slowdown") land in the same dict
-    flat = {k: v for k, v in reasons.items() if isinstance(v, str)}
-    if not flat:
+def _find(tree: object, *names: str) -> object:
+    """The first child of `tree` named like one of `names` (None when absent)."""
+    if not isinstance(tree, dict):
         return None
-    return sum(bit for name, bit in bits.items() if flat.get(name) == "Active")
+    cached = _INDEX.get(id(tree))
+    if cached is None or cached[0] is not tree:  # each section is indexed once: linear in its keys
+        by_norm: dict = {}
+        for k, v in tree.items():
+            by_norm.setdefault(norm(k), v)
+        cached = _INDEX[id(tree)] = (tree, by_norm)
+    for name in names:
+        found = cached[1].get(norm(name))
+        if found is not None:
+            return found
+    return None
 
 
-def _paths(tree: dict, prefix: str = ""):
+def _section(tree: object, *path: str) -> dict:
+    for name in path:
+        found = _find(tree, name)
+        tree = found if isinstance(found, dict) else {}
+    return tree if isinstance(tree, dict) else {}
+
+
+def _text(value: object) -> str:
+    if isinstance(value, dict):
+        value = value.get("_value", "")
+    return value.strip() if isinstance(value, str) else ""
+
+
+def _deep(tree: dict, *names: str, depth: int = 0) -> str:
+    """The first value named like `names` anywhere under `tree` (power limits moved into a
+    "GPU Ceiling Power Limit" subsection in 610)."""
+    direct = _text(_find(tree, *names))
+    if direct or depth > 4:
+        return direct
+    for value in tree.values():
+        if isinstance(value, dict):
+            found = _deep(value, *names, depth=depth + 1)
+            if found:
+                return found
+    return ""
+
+
+def _numeric_leaves(tree: object, prefix: str = "", depth: int = 0) -> dict[str, float]:
+    """{"Volatile/DRAM Uncorrectable": 3.0, ...} for the numbers in a section."""
+    found: dict[str, float] = {}
+    if not isinstance(tree, dict) or depth > 8:
+        return found
     for k, v in tree.items():
         if isinstance(v, dict):
-            yield from _paths(v, f"{prefix}{k}/")
-        else:
-            yield f"{prefix}{k}", v
+            found.update(_numeric_leaves(v, f"{prefix}{k}/", depth + 1))
+            v = v.get("_value")
+        parsed = number(v)
+        if parsed is not None and k != "_value":
+            found[f"{prefix}{k}"] = parsed[0]
+    return found
 
 
-def _q_errors(sink: EventSink, ts: int, device: int, info: dict, loc: str) -> None:
-    """ECC counters, retired pages and row remapping that show damaged memory."""
-    def counts(section: str, words: tuple[str, ...]) -> dict[str, float]:
-        found = {}
-        for path, value in _paths(info.get(section, {})):
-            m = _NUM.match(value)
-            if m and float(m["num"]) > 0 and any(w in path for w in words):
-                found[path] = float(m["num"])
-        return found
+def _flat(tree: object, depth: int = 0) -> dict[str, str]:
+    """Every scalar under `tree` by normalized name (nested throttle reasons included)."""
+    out: dict[str, str] = {}
+    if not isinstance(tree, dict) or depth > 8:
+        return out
+    for k, v in tree.items():
+        if k == "_value":
+            continue
+        if isinstance(v, dict):
+            if isinstance(v.get("_value"), str):
+                out.setdefault(norm(k), v["_value"])
+            for nk, nv in _flat(v, depth + 1).items():
+                out.setdefault(nk, nv)
+        elif isinstance(v, str):
+            out.setdefault(norm(k), v)
+    return out
 
-    uncorrectable = counts("ECC Errors", ("Uncorrectable", "Double Bit"))
-    correctable = {k: v for k, v in counts("ECC Errors", ("Correctable", "Single Bit")).items()
-                   if k not in uncorrectable}
-    retired = counts("Retired Pages", ("Single Bit", "Double Bit"))
-    remap = info.get("Remapped Rows", {})
-    problems = [
-        ("EccUncorrectable", "critical", uncorrectable),
-        ("EccCorrectable", "warning", correctable),
-        ("RetiredPages", "error", retired),
-        ("RowRemapUncorrectable", "error", counts("Remapped Rows", ("Uncorrectable Error",))),
-    ]
-    for name, severity, found in problems:
-        if found:
-            sink.emit(ts=ts, kind="error", name=name, device=device, value=max(found.values()),
-                      severity=severity, loc=loc, attrs={"counters": found})
-    if _get(info, "Retired Pages", "Pending Page Blacklist") == "Yes":
-        sink.emit(ts=ts, kind="error", name="RetiredPagesPending", device=device, severity="error", loc=loc)
-    if isinstance(remap, dict) and remap.get("Remapping Failure Occurred") == "Yes":
-        sink.emit(ts=ts, kind="error", name="RowRemapFailure", device=device, severity="critical", loc=loc,
-                  attrs={"remapped_rows": remap})
-    if isinstance(remap, dict) and remap.get("Pending") == "Yes":
-        sink.emit(ts=ts, kind="error", name="RowRemapPending", device=device, severity="warning", loc=loc,
-                  attrs={"text": "a row remap is pending: reset the GPU to apply it"})
+
+def _gpu_report(top: dict, info: dict, bus: str, position: int, loc: str) -> GpuReport:
+    _INDEX.clear()
+    gpu = GpuReport(index=device_index(_text(_find(info, "Minor Number")), position), loc=loc, details=info)
+    driver = _text(_find(top, "Driver Version")).split(" [", 1)[0] or _text(_find(top, "KMD Version"))
+    cuda = _text(_find(top, "CUDA Version")).split(" [", 1)[0] or _text(_find(top, "CUDA UMD Version"))
+    fb = _section(info, "FB Memory Usage")
+    gpu.inventory = {
+        "index": gpu.index, "name": _text(_find(info, "Product Name")), "uuid": _text(_find(info, "GPU UUID")),
+        "bus_id": bus, "driver": driver, "cuda": cuda, "memory_total": _text(_find(fb, "Total")),
+        "ecc_mode": _text(_find(_section(info, "ECC Mode"), "Current")),
+        "mig_mode": _text(_find(_section(info, "MIG Mode"), "Current")),
+        "driver_model": _text(_find(_section(info, "Driver Model"), "Current")),
+    }
+    _q_samples(gpu, info)
+    ecc = _section(info, "ECC Errors")
+    gpu.ecc = _numeric_leaves(ecc)
+    gpu.repair = {k: _text(v) for k, v in ecc.items()
+                  if any(w in norm(k) for w in ("repairpending", "unrepairable"))}
+    retired = _section(info, "Retired Pages")
+    gpu.retired = {k: v for k, v in _numeric_leaves(retired).items() if "bit" in norm(k)}
+    gpu.retired_pending = any(_text(_find(retired, n)) == "Yes"
+                              for n in ("Pending Page Blacklist", "Pending Page Retirement"))
+    remap = _section(info, "Remapped Rows")
+    gpu.remap = {k: v for k, v in _numeric_leaves(remap).items() if "histogram" not in norm(k)}
+    gpu.remap_details = {k: _text(v) for k, v in remap.items() if not isinstance(v, dict)}
+    gpu.remap_failure = _text(_find(remap, "Remapping Failure Occurred")) == "Yes"
+    gpu.remap_pending = _text(_find(remap, "Pending")) == "Yes"
+    gpu.reasons = _flat(_section(info, "Clocks Event Reasons") or _section(info, "Clocks Throttle Reasons"))
+    gpu.processes = _q_processes(_section(info, "Processes"))
+    gpu.mig_devices = _q_mig(_section(info, "MIG Devices"))
+    for mig in gpu.mig_devices:  # a MIG instance's SRAM errors are the GPU's errors
+        gpu.ecc.update({f"MIG {mig['device']}/{k}": v for k, v in mig["ecc"].items()})
+    return gpu
+
+
+def _q_samples(gpu: GpuReport, info: dict) -> None:
+    fb = _section(info, "FB Memory Usage")
+    gpu.sample("mem.used", _text(_find(fb, "Used")), "MiB")
+    gpu.sample("mem.total", _text(_find(fb, "Total")), "MiB")
+    util = _section(info, "Utilization")
+    gpu.sample("gpu.util", _text(_find(util, "GPU")), "%")
+    gpu.sample("mem.util", _text(_find(util, "Memory")), "%")
+    temp = _section(info, "Temperature")
+    gpu.sample("temp", _text(_find(temp, "GPU Current Temp", "GPU")), "C")
+    gpu.sample("temp.mem", _text(_find(temp, "Memory Current Temp")), "C")
+    power = _section(info, "GPU Power Readings") or _section(info, "Power Readings")
+    gpu.sample("power", _text(_find(power, "Average Power Draw", "Power Draw", "Instantaneous Power Draw")), "W")
+    gpu.sample("power.limit", _deep(power, "Current Power Limit", "Enforced Power Limit", "Power Limit"), "W")
+    clocks = _section(info, "Clocks")
+    gpu.sample("clock.sm", _text(_find(clocks, "SM")), "MHz")
+    gpu.sample("clock.mem", _text(_find(clocks, "Memory")), "MHz")
+
+
+def _q_processes(section: dict) -> list[dict]:
+    procs = []
+    for key, value in section.items():
+        if norm(key.split(" #", 1)[0]) != "processid":
+            continue
+        pid = clamp_int(_text(value))
+        if pid < 0:
+            continue
+        used = number(_text(_find(value, "Used GPU Memory")))
+        procs.append({"pid": pid, "type": _text(_find(value, "Type")), "name": _text(_find(value, "Name")),
+                      "used_bytes": used[0] * MIB if used else None})
+    return procs
+
+
+def _q_mig(section: dict) -> list[dict]:
+    devices = []
+    for key, value in section.items():
+        if not isinstance(value, dict):
+            continue
+        fb = _section(value, "FB Memory Usage")
+        total, used = number(_text(_find(fb, "Total"))), number(_text(_find(fb, "Used")))
+        devices.append({"device": key, "gpu_instance": _text(_find(value, "GPU Instance ID")),
+                        "compute_instance": _text(_find(value, "Compute Instance ID")),
+                        "memory_total": total[0] * MIB if total else None,
+                        "memory_used": used[0] * MIB if used else None,
+                        "ecc": _numeric_leaves(_section(value, "ECC Errors"))})
+    return devices
 
 
 # ---- the default table --------------------------------------------------------------
@@ -204,8 +375,10 @@ def _parse_table(path, lines, sink: EventSink, report: ParseReport) -> None:
     device, gpus = -1, 0
     for lineno, text in lines:
         loc = f"line {lineno}"
+        if len(text) > MAX_TABLE_LINE:
+            continue
         if m := _TABLE_GPU.match(text):
-            device, gpus = int(m["index"]), gpus + 1
+            device, gpus = device_index(m["index"]), gpus + 1
             if m["ecc"].isdigit() and int(m["ecc"]) > 0:
                 sink.emit(ts=ts, kind="error", name="EccUncorrectable", device=device, value=float(m["ecc"]),
                           severity="critical", loc=loc, attrs={"field": "Volatile Uncorr. ECC"})
@@ -219,7 +392,7 @@ def _parse_table(path, lines, sink: EventSink, report: ParseReport) -> None:
                               device=device, loc=loc)
         elif m := _TABLE_PROC.match(text):
             sink.emit(ts=ts, kind="sample", name="proc.mem.used", unit="bytes", value=float(m["mem"]) * MIB,
-                      device=int(m["gpu"]), pid=int(m["pid"]), loc=loc,
+                      device=device_index(m["gpu"]), pid=clamp_int(m["pid"]), loc=loc,
                       attrs={"process": m["proc"], "type": m["type"]})
     if not gpus:
         raise ParseError(str(path), "line 1", "an nvidia-smi table with at least one GPU row")
@@ -247,7 +420,7 @@ def _parse_topo(path, lines, sink: EventSink, report: ParseReport) -> None:
         links = {k: v for k, v in row.items() if re.fullmatch(r"(GPU|NIC)\d+", k)}
         rows += 1
         sink.emit(ts=rows - 1, kind="marker", name="GpuTopology", loc=f"line {lineno}",
-                  device=int(label[3:]) if label.startswith("GPU") else -1,
+                  device=device_index(label[3:]) if label.startswith("GPU") else -1,
                   attrs={"label": label, "links": links, "cpu_affinity": row.get("CPU Affinity", ""),
                          "numa_affinity": row.get("NUMA Affinity", ""), "gpu_numa_id": row.get("GPU NUMA ID", "")})
     if not rows:

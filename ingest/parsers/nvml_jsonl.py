@@ -65,6 +65,7 @@ def parse(path, sink: EventSink, report: ParseReport) -> None:
         for key, value in rec.items():
             field, _, dev_text = key.partition(":")  # SuperBench: "gpu_usage:3"
             device = clamp_int(dev_text) if dev_text else default_dev
+            device = device if -1 <= device < 2**31 else -1  # the device column is int32
             if field in TIME_KEYS or field in WALLCLOCK_KEYS or field in ("gpu", "index", "host", "hostname"):
                 continue
             if field == "procs":

@@ -107,6 +107,43 @@ def as_event_frame(df: pd.DataFrame | None) -> pd.DataFrame:
     return pd.DataFrame(out, index=pd.RangeIndex(n), copy=False)
 
 
+def category_mask(col: pd.Series, test: Callable[[pd.Series], object]) -> np.ndarray:
+    """Row mask of a vectorized string test run once per distinct value, e.g.
+
+        category_mask(ev["name"], lambda names: names.str.startswith("ProfilerStep#"))
+
+    `test` gets the distinct strings as an object Series; its verdicts reach the rows through
+    the category codes (a missing value never matches). Time and memory follow the number of
+    distinct names, not rows x the longest name (what `col.astype(str).str...` costs: a
+    fixed-width copy of every row). A column that is not categorical is factorized first."""
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        codes, values = col.cat.codes.to_numpy(), col.cat.categories
+    else:
+        codes, values = pd.factorize(col.to_numpy(dtype=object), use_na_sentinel=True)
+    strings = pd.Series(np.asarray(values, dtype=object), dtype=object).map(str)
+    verdict = np.asarray(test(strings), dtype=bool) if len(strings) else np.zeros(0, dtype=bool)
+    return np.append(verdict, False)[codes]
+
+
+def text_values(col: pd.Series) -> np.ndarray:
+    """The column's values as an object array of str ("" for missing), sharing one str per
+    distinct value: what `col.astype(str)` was used for, without a fixed-width copy."""
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        values = np.append(np.asarray(col.cat.categories, dtype=object), "")
+        values = np.asarray([v if isinstance(v, str) else str(v) for v in values], dtype=object)
+        return values[col.cat.codes.to_numpy()]
+    return np.asarray([v if isinstance(v, str) else str(v) for v in col.to_numpy(dtype=object, na_value="")],
+                      dtype=object)
+
+
+def distinct_text(col: pd.Series) -> list[str]:
+    """The distinct values present in the column, as str (categories not used are left out)."""
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        codes = col.cat.codes.to_numpy()
+        return [str(col.cat.categories[c]) for c in np.unique(codes[codes >= 0])]
+    return [str(v) for v in pd.unique(col.dropna().to_numpy())]
+
+
 def parse_attrs(text: str) -> dict:
     """One row's `attrs` JSON as a dict ({} when it is not a JSON object)."""
     try:
@@ -167,4 +204,4 @@ class TraceContext:
 
 
 __all__ = ["feature", "list_features", "get_feature", "as_event_frame", "parse_attrs", "TraceContext",
-           "FeatureError"]
+           "FeatureError", "category_mask", "text_values", "distinct_text"]

@@ -14,7 +14,7 @@ import json
 import numpy as np
 import pandas as pd
 
-from rules.features import feature
+from rules.features import category_mask, feature
 
 COLD_FACTOR = 3.0        # a leading step this many times the steady median is cold
 MAX_COLD_STEPS = 5
@@ -38,9 +38,8 @@ def _steps_from_events(ev: pd.DataFrame) -> pd.DataFrame:
         steps["origin"] = "otlp"
         return steps
     ann = ev[(ev["kind"] == "annotation")]
-    names = ann["name"].astype(str)
-    mask = names.str.match(r"^(decode_step_\d+|ProfilerStep#\d+)$")
-    ann = ann[mask & (ann["dur"] > 0)]
+    mask = category_mask(ann["name"], lambda names: names.str.match(r"^(decode_step_\d+|ProfilerStep#\d+)$"))
+    ann = ann[mask & (ann["dur"] > 0).to_numpy()]
     if ann.empty:
         return ann.assign(origin=pd.Series(dtype=str))
     # a step annotated on the CPU and on the GPU lane: keep the CPU (wider) one once
@@ -57,6 +56,8 @@ def decode_steps(ctx) -> pd.DataFrame:
     steps = _steps_from_events(ctx.events).sort_values("ts", ignore_index=True)
     if steps.empty:
         return steps
+    # token SLIs need steps that emit tokens: a profiler step may be a training or diffusion step
+    steps["token"] = _emits_tokens(steps)
     steps["kind"] = "span"
     steps["name"] = "decode_step"
     steps["value"] = steps["dur"] / 1e6
@@ -75,15 +76,16 @@ def decode_steps(ctx) -> pd.DataFrame:
     median = float(np.median(steady)) if len(steady) else tail_median
     steps["spike"] = ~cold & (lat >= SPIKE_FACTOR * median)
     steps["steady_median_ms"] = median
-    # token SLIs need steps that emit tokens: a profiler step may be a training or diffusion step
-    steps["token"] = _emits_tokens(steps)
     return steps
 
 
 def _emits_tokens(steps: pd.DataFrame) -> pd.Series:
-    if "name" not in steps.columns:  # token-latency records and OTLP step spans
+    """Token-latency records and OTLP decode spans emit tokens; of the annotations, only
+    decode_step_N does (ProfilerStep#N may be a training or diffusion step)."""
+    if "name" not in steps.columns:
         return pd.Series(True, index=steps.index)
-    return steps["origin"].ne("annotation") | steps["name"].astype(str).str.startswith("decode_step_")
+    decode = category_mask(steps["name"], lambda names: names.str.startswith("decode_step_"))
+    return steps["origin"].ne("annotation") | pd.Series(decode, index=steps.index)
 
 
 @feature("cold_start", doc="The leading cold-start steps (one summary row): value = cold steps' total ms, "
@@ -160,8 +162,7 @@ def alloc_churn(ctx) -> pd.DataFrame:
     calls = ev[(ev["kind"] == "runtime") & ev["name"].isin(ALLOC_CALLS) & (ev["ts"] >= lo) & (ev["ts"] <= hi)]
     if calls.empty:
         return calls.iloc[0:0]
-    names = calls["name"].astype(str)
-    frees = int(names.str.contains("Free").sum())
+    frees = int(category_mask(calls["name"], lambda names: names.str.contains("Free")).sum())
     info = {"malloc": int(len(calls) - frees), "free": frees}
     starts = steady["ts"].to_numpy()
     ends = starts + steady["dur"].to_numpy()

@@ -14,7 +14,7 @@ import json
 import numpy as np
 import pandas as pd
 
-from rules.features import feature
+from rules.features import category_mask, distinct_text, feature
 
 STREAM_SYNCS = ("cudaStreamSynchronize", "cudaEventSynchronize", "cudaMemcpy", "cudaMemcpy2D", "hipStreamSynchronize")
 DEVICE_SYNCS = ("cudaDeviceSynchronize", "hipDeviceSynchronize")
@@ -47,7 +47,10 @@ def _kernel_window(ctx):
         return None
     lo, hi, steps = win
     ev = ctx.events
-    k = ev[(ev["kind"] == "kernel") & (ev["ts"] >= lo) & (ev["ts"] < hi)]
+    # communication kernels occupy the GPU too (HTA counts them): a rank waiting in an
+    # all-reduce is not idle
+    on_gpu = (ev["kind"] == "kernel") | ((ev["kind"] == "collective") & (ev["stream"] >= 0))
+    k = ev[on_gpu & (ev["ts"] >= lo) & (ev["ts"] < hi)]
     if len(k) < 10 or hi <= lo:
         return None
     starts = k["ts"].to_numpy(np.int64)
@@ -132,7 +135,7 @@ def host_syncs(ctx) -> pd.DataFrame:
     stream = rt[rt["name"].isin(STREAM_SYNCS)]
     device = rt[rt["name"].isin(DEVICE_SYNCS)]
     copies = inside[inside["kind"] == "memcpy"]
-    pageable = copies[copies["name"].astype(str).str.contains("Pageable", regex=False)]
+    pageable = copies[category_mask(copies["name"], lambda names: names.str.contains("Pageable", regex=False))]
     scalars = inside[(inside["kind"] == "cpu_op") & inside["name"].isin(SCALAR_READS)]
     blocking = len(stream) + len(pageable) + len(scalars)
     if blocking == 0:
@@ -144,7 +147,7 @@ def host_syncs(ctx) -> pd.DataFrame:
         "stream_syncs": int(len(stream)), "device_syncs": int(len(device)), "pageable_copies": int(len(pageable)),
         "pageable_bytes": None, "scalar_reads": int(len(scalars)), "steps": steps,
         "per_step": round(blocking / steps, 2),
-        "calls": sorted(set(stream["name"].astype(str)) | set(scalars["name"].astype(str))),
+        "calls": sorted(set(distinct_text(stream["name"])) | set(distinct_text(scalars["name"]))),
         "text": f"{len(stream)} stream syncs, {len(pageable)} pageable copies, {len(scalars)} scalar reads over "
                 f"{steps} steps (first here)",
     })
@@ -153,7 +156,7 @@ def host_syncs(ctx) -> pd.DataFrame:
 
 @feature("gpu_idle_gaps", doc="Long GPU idle gaps (>= 1 ms, no kernel on any stream) in the steady state, with "
          "what the host was doing meanwhile (one summary row at the longest gap): value = share of the window "
-         "the GPU spent in long gaps (0..1); attrs: long_gaps, idle_ms, window_ms, busy_pct, longest_gap_ms, "
+         "the GPU spent in long gaps (0..1); attrs: long_gaps, kernels, idle_ms, window_ms, busy_pct, longest_gap_ms, "
          "host (input, sync or other: where the host spent most of the gap time), input_pct, sync_pct, "
          "top_host_ops (name -> ms inside the gaps), steps.")
 def gpu_idle_gaps(ctx) -> pd.DataFrame:
@@ -177,7 +180,7 @@ def gpu_idle_gaps(ctx) -> pd.DataFrame:
     row["ts"], row["dur"] = int(bounds[longest, 0]), int(bounds[longest, 1] - bounds[longest, 0])
     row["kind"], row["name"], row["value"] = "sample", "gpu_idle_gaps", idle / (hi - lo)
     row["attrs"] = json.dumps({
-        "long_gaps": int(len(bounds)), "idle_ms": round(idle / 1e6, 1), "window_ms": round((hi - lo) / 1e6, 1),
+        "long_gaps": int(len(bounds)), "kernels": int(len(k)), "idle_ms": round(idle / 1e6, 1), "window_ms": round((hi - lo) / 1e6, 1),
         "idle_pct": round(100 * idle / (hi - lo), 1), "busy_pct": round(100 * busy / (hi - lo), 1),
         "longest_gap_ms": round(float(row["dur"].iloc[0]) / 1e6, 2), "host": verdict,
         "input_pct": round(100 * input_ns / idle, 1), "sync_pct": round(100 * sync_ns / idle, 1),
@@ -196,6 +199,7 @@ _IDLE_VERDICTS = {
     "other": "the host was busy elsewhere (most time in `{op}`): host-side work between kernels starves the GPU",
 }
 MAX_GAPS_EXAMINED = 200  # the longest gaps carry the idle time; bounds the interval join
+SHORT_OP_NS = 10_000_000  # host ops up to 10 ms are joined to the gaps by a sorted search
 
 
 def _host_time_in(ev: pd.DataFrame, bounds: np.ndarray) -> dict[str, int]:
@@ -203,17 +207,26 @@ def _host_time_in(ev: pd.DataFrame, bounds: np.ndarray) -> dict[str, int]:
     call tree, so nested ops are counted under each name (shares, not a partition)."""
     order = np.argsort(bounds[:, 0] - bounds[:, 1])[:MAX_GAPS_EXAMINED]
     g = bounds[np.sort(order)]
-    host = ev[ev["kind"].isin(("cpu_op", "runtime", "annotation", "sync")) & (ev["dur"] > 0)]
-    if host.empty:
+    # three columns of the host rows, not a copy of every column (attrs text included)
+    keep = (ev["kind"].isin(("cpu_op", "runtime", "annotation", "sync")) & (ev["dur"] > 0)).to_numpy()
+    if not keep.any():
         return {}
-    s = host["ts"].to_numpy(np.int64)
-    e = s + host["dur"].to_numpy(np.int64)
-    codes = host["name"].cat.codes.to_numpy()  # per name without materialising the strings
-    sums = np.zeros(len(host["name"].cat.categories))
+    s = ev["ts"].to_numpy(np.int64)[keep]
+    e = s + ev["dur"].to_numpy(np.int64)[keep]
+    codes = ev["name"].cat.codes.to_numpy()[keep]  # per name without materialising the strings
+    sums = np.zeros(len(ev["name"].cat.categories))
+    # Short ops overlap a gap only if they start at most SHORT_OP_NS before it: a sorted search
+    # finds them; the few long ones (steps, big annotations) are tested against every gap.
+    short = (e - s) <= SHORT_OP_NS
+    order = np.argsort(s[short], kind="stable")
+    ss, se, sc = s[short][order], e[short][order], codes[short][order]
+    ls, le, lc = s[~short], e[~short], codes[~short]
     for lo, hi in g:
-        inside = (s < hi) & (e > lo)
-        if inside.any():
-            overlap = np.minimum(e[inside], hi) - np.maximum(s[inside], lo)
-            sums += np.bincount(codes[inside], weights=overlap, minlength=len(sums))
-    names = host["name"].cat.categories
+        a, b = np.searchsorted(ss, lo - SHORT_OP_NS), np.searchsorted(ss, hi)
+        for st, en, cd in ((ss[a:b], se[a:b], sc[a:b]), (ls, le, lc)):
+            inside = (st < hi) & (en > lo)
+            if inside.any():
+                overlap = np.minimum(en[inside], hi) - np.maximum(st[inside], lo)
+                sums += np.bincount(cd[inside], weights=overlap, minlength=len(sums))
+    names = ev["name"].cat.categories
     return {str(names[c]): int(sums[c]) for c in np.nonzero(sums)[0]}

@@ -14,7 +14,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from rules.features import feature
+from rules.features import feature, text_values
 
 FAMILIES = (
     # sre's \w, \d and [..] classes call the Unicode character-class predicates; perf's
@@ -46,12 +46,13 @@ def _family(fn: str) -> str:
          "process_samples, top_functions, generic (interpreter/other, not a specific hotspot).")
 def host_hotspots(ctx) -> pd.DataFrame:
     ev = ctx.events
-    s = ev[(ev["source"] == "perf") & (ev["kind"] == "sample") & ev["attrs"].str.contains('"stack"', regex=False)]
+    s = ev[(ev["source"] == "perf") & (ev["kind"] == "sample")]  # the text test only on these rows
+    s = s[s["attrs"].str.contains('"stack"', regex=False)]
     if s.empty:
         return s.iloc[0:0]
     comm = s["attrs"].map(lambda a: json.loads(a).get("comm", "")).astype(str)
-    frame = pd.DataFrame({"comm": comm.to_numpy(), "fn": s["name"].astype(str).to_numpy(),
-                          "ts": s["ts"].to_numpy(), "artifact": s["artifact"].astype(str).to_numpy()})
+    frame = pd.DataFrame({"comm": comm.to_numpy(), "fn": text_values(s["name"]),
+                          "ts": s["ts"].to_numpy(), "artifact": text_values(s["artifact"])})
     frame["family"] = frame["fn"].map(_family)
     rows = []
     for comm_name, g in frame.groupby("comm", sort=False):
@@ -132,7 +133,8 @@ def _verdict(gil_like: bool, from_summary: bool) -> str:
 
 def _futex_summary(ev: pd.DataFrame) -> tuple[int, int, float]:
     """(calls, threads, call-weighted mean ms) of futex from perf trace -s summaries."""
-    rows = ev[(ev["source"] == "perf") & (ev["name"] == "futex") & ev["attrs"].str.contains('"calls"', regex=False)]
+    rows = ev[(ev["source"] == "perf") & (ev["name"] == "futex")]
+    rows = rows[rows["attrs"].str.contains('"calls"', regex=False)]
     if rows.empty:
         return 0, 0, float("nan")
     calls = rows["attrs"].map(lambda a: json.loads(a).get("calls", 0)).astype(float)

@@ -1,30 +1,66 @@
-"""NCCL watchdog timeouts, decided with the flight recorder when it is in the trace.
+"""NCCL watchdog timeouts, decided with every rank's logs and dumps in the trace.
 
 A timed-out collective either never started on this rank (its stream was still busy with
 earlier work: `stream_blocked`) or started and waited for a peer that never joined
-(`peer_missing`). Only the flight recorder (or several ranks' dumps) tells the two apart;
-a log alone leaves the verdict `undetermined`, and the finding says what to capture next.
-With several ranks' dumps the cross-rank alignment (rules/features/collectives.py) names the
-culprit rank; when ranks disagreed on the collective the cause is `collective_mismatch`, which
-the nccl.collective-mismatch rule reports (the timeout is its consequence, not a second finding).
+(`peer_missing`). Before either, the other evidence is read, in this order:
+
+1. ranks that disagree on the collective (several ranks' dumps, or the ranks' own watchdog
+   lines at one sequence id naming different ops or sizes): `collective_mismatch`, reported
+   by the nccl.collective-mismatch rules (the timeout is their consequence);
+2. a rank that failed first (out of memory, a CUDA fault, an exception, a kill): the others
+   waited for a rank that was gone, so the timeout is that failure's consequence
+   (`peer_failed`, or `own_failure` for this rank's own CUDA fault); attrs.caused_by names the
+   failure's evidence so clustering heads the incident with it;
+3. the cross-rank flight-recorder alignment (rules/features/collectives.py): the rank that
+   never enqueued the collective, or where it never started;
+4. this rank's own dump: `scheduled` proves "never started" only when the job recorded start
+   events (TORCH_NCCL_ENABLE_TIMING); without them every unfinished entry reads `scheduled`.
+
+Otherwise the verdict is `undetermined` and the finding says what to capture next.
 """
 from __future__ import annotations
 
 import json
+import re
+from collections import defaultdict
 
 import pandas as pd
 
-from rules.features import feature, parse_attrs as _attrs
-from rules.features.collectives import Divergence, first_divergences, fr_entries, to_int as _int
+from rules.features import feature, parse_attrs as _attrs, text_values
+from rules.features.collectives import (Divergence, first_divergences, fr_entries, timing_enabled,
+                                        to_int as _int)
 
-TIMEOUT_NAMES = ("NCCLWatchdogTimeout", "NCCLWatchdogFailure", "NCCLBlockingWaitTimeout")
+TIMEOUT_NAMES = ("NCCLWatchdogTimeout", "NCCLWatchdogFailure", "NCCLBlockingWaitTimeout", "NCCLWatchdogHung")
+# what a rank prints when its process group is torn down; read only where no timeout record is in
+# the trace (an excerpt that starts after it): each rank's first such line stands for its timeout
+TEARDOWN_NAMES = ("NCCLOperationsFailed", "NCCLProcessTeardown", "NCCLWatchdogTerminated", "NCCLDumpSignal",
+                  "NCCLTimeoutBacktrace", "NCCLCommunicatorAborted")
+# a log line that itself says the ranks disagree (DETAIL fingerprints, NCCL's checks, fr_trace)
+MISMATCH_REPORTS = ("CollectiveFingerprintMismatch", "NCCLMismatchedCollective", "NCCLCollectiveSizeMismatch",
+                    "FRCollectiveMismatch")
+KERNEL_FAULTS = ("cudaErrorIllegalAddress", "cudaErrorAssert", "cudaErrorLaunchFailure",
+                 "cudaErrorIllegalInstruction", "cudaErrorMisalignedAddress", "cudaErrorECCUncorrectable",
+                 "CudaErrorInWatchdog")
+# ops whose per-rank sizes differ by design (root-only buffers, uneven splits)
+SIZE_FREE_OPS = ("GATHER", "SCATTER", "ALLTOALL", "ALLTOALL_BASE")
+# point-to-point pairs differ by design (a SEND meets a RECV) and are numbered apart from collectives
+P2P_OPS = ("SEND", "RECV", "RECV_ANY_SOURCE", "RECVANYSOURCE")
+# errors that are NCCL's own reaction to the hang, or a launcher reacting to a dead child
+_CONSEQUENCES = re.compile(r"NCCL|[Ww]atchdog|ProcessGroup|DistBackendError|DistNetworkError|DistStoreError|"
+                           r"ChildFailedError|timed out|Connection (?:reset|closed|refused)|Broken pipe|"
+                           r"communicator was aborted|SIGTERM|Signals\.SIG|KeyboardInterrupt|SystemExit|"
+                           r"CalledProcessError|SignalException")
+_KILL_CODES = (-9, -6, -11, 137, 134, 139)
+FAILURE_WINDOW_NS = 30 * 60 * 10**9   # a failure this long before the collective began is unrelated
+MAX_FAILURES = 1000                     # the earliest ones: a failure that explains a timeout comes first
+OWN_FAULT_SLACK_NS = 10 * 10**9       # the watchdog prints its own CUDA fault right after noticing it
 
 
 def _fr_state(ev: pd.DataFrame) -> tuple[dict, dict]:
     """(entries by (rank, pg, seq) -> attrs, pg_status by (rank, pg) -> attrs) from dumps."""
     fr = ev[ev["source"] == "flight_recorder"]
     entries, status = {}, {}
-    for kind, name, attrs in zip(fr["kind"], fr["name"].astype(str), fr["attrs"]):
+    for kind, name, attrs in zip(fr["kind"], text_values(fr["name"]), fr["attrs"]):
         a = _attrs(attrs)
         rank, pg = _int(a.get("rank")), str(a.get("pg_id", a.get("pg_name", "0")))
         if kind == "collective":
@@ -34,48 +70,183 @@ def _fr_state(ev: pd.DataFrame) -> tuple[dict, dict]:
     return entries, status
 
 
-def verdict(t: dict, entries: dict, status: dict,
-            divergences: list[Divergence] = ()) -> tuple[str, str, str, list[int]]:
-    """(cause, reason, next capture, culprit ranks) for one timeout.
-
-    With several ranks' dumps, the first cross-rank divergence at or before the timed-out
-    sequence id decides (a rank that never enqueued it, ranks that disagree on it, ranks where
-    it never started); else this rank's own dump, else nothing."""
+def verdict(t: dict, entries: dict, status: dict, divergences: list[Divergence] = (),
+            mismatch: tuple | None = None, failure: dict | None = None,
+            counters: dict | None = None) -> tuple[str, str, str, list[int]]:
+    """(cause, reason, next capture, culprit ranks) for one timeout; see the module doc for the order."""
     rank, seq = _int(t.get("rank")), _int(t.get("seq"))
     pg = str(t.get("pg", t.get("pg_id", "0")))
     cross = _cross_rank_verdict(t, seq, divergences)
+    if cross and cross[0] == "collective_mismatch":
+        return cross
+    if mismatch:
+        return "collective_mismatch", mismatch[0], "", mismatch[1]
+    if failure:
+        return _failure_verdict(t, failure)
     if cross:
         return cross
+    behind = _ranks_behind(t, counters or {})
+    if behind:
+        return behind
+    if t.get("signal") == "teardown":
+        return _teardown_verdict(t)
+    if t.get("signal") == "heartbeat":
+        return ("undetermined",
+                "the watchdog thread itself stopped making progress"
+                + (f" for {t['stuck_s']} s" if t.get("stuck_s") else "")
+                + ": a CUDA or NCCL call it made never returned (a hung GPU or driver, or another thread holding "
+                "the GIL inside a CUDA call), so no collective could be checked",
+                "a native stack dump of the stuck process (py-spy dump --native), dmesg/nvidia-smi for an Xid on "
+                "its GPU, and every rank's log", [])
     entry = entries.get((rank, pg, seq)) or next(
         (a for (r, _p, s), a in entries.items() if s == seq and (rank is None or r == rank or r is None)), None)
     st = status.get((rank, pg)) or next(iter(status.values()), {})
-    last_started = _int(st.get("last_started_collective"))
-    last_completed = _int(st.get("last_completed_collective"))
     if entry is not None or st:
-        state = (entry or {}).get("state")
-        # the entry's own state wins: pg_status can lag behind it by a watchdog pass
-        never_started = state == "scheduled" or (
-            state not in ("started", "completed") and last_started is not None and seq is not None and last_started < seq)
-        if never_started:
-            return ("stream_blocked",
-                    f"the flight recorder shows seq {seq} was enqueued but never started on rank {rank} "
-                    f"(state {state or 'not started'}, last started {last_started}, last completed {last_completed}): "
-                    "earlier work on this rank's stream never finished, so no peer was waited on",
-                    "", [rank] if rank is not None else [])
-        ranks_with_dumps = {r for (r, _p) in status} | {r for (r, _p, _s) in entries}
-        if len(ranks_with_dumps) > 1:
-            return ("undetermined",
-                    f"seq {seq} started on rank {rank} and the dumps of ranks {sorted(ranks_with_dumps)} agree on it: "
-                    "no rank is missing or behind, so the collective itself stalled (transport, network or NCCL)",
-                    "NCCL_DEBUG=INFO logs of every rank and the network counters of their hosts", [])
-        return ("undetermined",
-                f"seq {seq} started on rank {rank} but only this rank's dump is here: a missing peer and a "
-                "stalled collective look the same from one rank",
-                "flight-recorder dumps from every rank of the process group", [])
+        return _own_dump_verdict(rank, seq, entry, st, entries, status)
     return ("undetermined",
             "the log shows the timeout but not whether the collective started on this rank or which peer was absent",
             "flight-recorder dumps from every rank (TORCH_NCCL_TRACE_BUFFER_SIZE=2000, TORCH_NCCL_DUMP_ON_TIMEOUT=1, "
-            "TORCH_FR_DUMP_TEMP_FILE=/tmp/nccl_trace_rank_)", [])
+            "TORCH_FR_DUMP_TEMP_FILE=/tmp/nccl_trace_rank_) and every rank's log", [])
+
+
+def _own_dump_verdict(rank, seq, entry: dict | None, st: dict, entries: dict, status: dict):
+    last_started = _int(st.get("last_started_collective"))
+    last_completed = _int(st.get("last_completed_collective"))
+    timed = timing_enabled(list(entries.values()), list(status.values()))
+    state = (entry or {}).get("state")
+    if _int(st.get("group_size")) == 1 and state != "completed":
+        return ("stream_blocked",
+                f"seq {seq} never completed on rank {rank}, the only rank of its process group (last completed "
+                f"{last_completed}): with no peer to wait for, only earlier work on this rank's stream can hold it",
+                "", [rank] if rank is not None else [])
+    # the entry's own state wins: pg_status can lag behind it by a watchdog pass
+    never_started = timed and (state == "scheduled" or (
+        state not in ("started", "completed") and last_started is not None and seq is not None
+        and 0 <= last_started < seq))
+    if never_started:
+        return ("stream_blocked",
+                f"the flight recorder shows seq {seq} was enqueued but never started on rank {rank} "
+                f"(state {state or 'not started'}, last started {last_started}, last completed {last_completed}): "
+                "earlier work on this rank's stream never finished, so no peer was waited on",
+                "", [rank] if rank is not None else [])
+    if not timed:
+        return ("undetermined",
+                f"the dump shows seq {seq} on rank {rank} as {state or 'not completed'} (last completed "
+                f"{last_completed}), but the job recorded no start events, so an unfinished collective reads "
+                "'scheduled' whether it never started or started and waited for a peer",
+                "TORCH_NCCL_ENABLE_TIMING=1 on every rank, and every rank's dump and log", [])
+    ranks_with_dumps = {r for (r, _p) in status} | {r for (r, _p, _s) in entries}
+    if len(ranks_with_dumps) > 1:
+        return ("undetermined",
+                f"seq {seq} started on rank {rank} and the dumps of ranks {sorted(ranks_with_dumps)} agree on it: "
+                "no rank is missing or behind, so the collective itself stalled (transport, network or NCCL)",
+                "NCCL_DEBUG=INFO logs of every rank and the network counters of their hosts", [])
+    return ("undetermined",
+            f"seq {seq} started on rank {rank} but only this rank's dump is here: a missing peer and a "
+            "stalled collective look the same from one rank",
+            "flight-recorder dumps from every rank of the process group", [])
+
+
+# --- every rank's progress counters, as their own log lines print them ---------------------------
+def rank_counters(ev: pd.DataFrame) -> dict[int, list[dict]]:
+    """rank -> [{last_enqueued, last_completed, pg_id, pg_name, where}] from the lines that print a
+    rank's progress (watchdog failure lines, received dump signals), for ranks other than the one
+    that timed out: a rank whose last enqueued collective is below the timed-out one never issued it."""
+    rows = ev[(ev["source"] == "log") & ev["name"].isin(["NCCLWatchdogFailure", "NCCLDumpSignal"])]
+    out: dict[int, list[dict]] = defaultdict(list)
+    for attrs, artifact, loc in zip(rows["attrs"], text_values(rows["artifact"]), rows["loc"]):
+        a = _attrs(attrs)
+        rank = _int(a.get("rank"))
+        if rank is None or _int(a.get("last_enqueued")) is None:
+            continue
+        out[rank].append({"last_enqueued": _int(a.get("last_enqueued")), "last_completed": _int(a.get("last_completed")),
+                          "pg_guid": _int(a.get("pg_guid")), "pg_id": _int(a.get("pg_id")),
+                          "pg_name": a.get("pg_name") or "", "where": f"{artifact} {loc}"})
+    return out
+
+
+def _same_group(t: dict, c: dict, one_group: bool) -> bool:
+    """Sequence ids count per process group: compare the most specific name both sides print
+    (GUID, then name, then id); with neither, only a trace that shows one group at all."""
+    for key, read in (("pg_guid", _int), ("pg_name", lambda v: v or None), ("pg_id", _int)):
+        mine, theirs = read(t.get(key)), c[key] or None if key == "pg_name" else c[key]
+        if mine is not None and theirs is not None:
+            return mine == theirs
+    return one_group
+
+
+def _ranks_behind(t: dict, counters: dict[int, list[dict]]):
+    rank, seq = _int(t.get("rank")), _int(t.get("seq"))
+    if seq is None or str(t.get("op", "")).upper() in P2P_OPS:
+        return None
+    groups = {(c["pg_guid"], c["pg_name"], c["pg_id"]) for seen in counters.values() for c in seen}
+    behind = {}
+    for r, seen in counters.items():
+        mine = [c for c in seen if _same_group(t, c, len(groups) == 1)]
+        if r != rank and mine and max(c["last_enqueued"] for c in mine) < seq:
+            behind[r] = max(mine, key=lambda c: c["last_enqueued"])
+    if not behind:
+        return None
+    said = "; ".join(f"rank {r}: last enqueued {c['last_enqueued']}, last completed {c['last_completed']} "
+                     f"({c['where']})" for r, c in sorted(behind.items()))
+    return ("peer_missing",
+            f"rank {rank}'s seq {seq} timed out while rank(s) {sorted(behind)} of the same group had enqueued only "
+            f"collectives before it ({said}): they never issued seq {seq}, so the collective waited for them",
+            "", sorted(behind))
+
+
+def _teardown_verdict(t: dict) -> tuple[str, str, str, list[int]]:
+    who = f"rank {t['rank']}" if t.get("rank") is not None else "a rank"
+    what = ("a collective timed out (the watchdog's stack shows WorkNCCL::checkTimeout)" if t.get("timed_out")
+            else "NCCL operations failed or timed out")
+    if t.get("dump_from") is not None:
+        what = f"rank {t['dump_from']}'s collective timed out (this rank received its dump signal)"
+        idle = _int(t.get("last_enqueued"))
+        if idle is not None and idle == _int(t.get("last_completed")):
+            what += (f"; this rank had nothing in flight (last enqueued = last completed = {idle}), so if that "
+                     f"collective belongs to this group, this rank never issued it")
+    return ("undetermined",
+            f"{who} tore its process group down because {what}, but the watchdog's record of the collective "
+            "(op, sequence id, how long it ran) is not in this excerpt, and nothing shows which rank was missing",
+            "the lines just before the teardown in every rank's log (the 'Watchdog caught collective operation "
+            "timeout' or NCCL error line), and flight-recorder dumps from every rank (TORCH_NCCL_TRACE_BUFFER_SIZE=2000, "
+            "TORCH_NCCL_DUMP_ON_TIMEOUT=1)", [])
+
+
+_DUMP_FROM = re.compile(r"collective timeout from rank (\d{1,7})")
+
+
+def teardown_rows(ev: pd.DataFrame) -> pd.DataFrame:
+    """One row per (artifact, rank) that tore its process group down, for a trace whose excerpt
+    holds no watchdog timeout record: the first teardown line stands for the timeout (a bare
+    checkTimeout stack only where no teardown line is seen)."""
+    rows = ev[(ev["source"] == "log") & ev["name"].isin(TEARDOWN_NAMES)]
+    if rows.empty:
+        return rows
+    names = text_values(rows["name"])
+    timed_out = {a for a, n in zip(text_values(rows["artifact"]), names) if n == "NCCLTimeoutBacktrace"}
+    keep: list[tuple[int, str]] = []
+    for stacks_only in (False, True):
+        seen: set = set()
+        for i, (name, artifact, attrs) in enumerate(zip(names, text_values(rows["artifact"]), rows["attrs"])):
+            a = _attrs(attrs)
+            text = str(a.get("text", ""))
+            if (name == "NCCLTimeoutBacktrace") != stacks_only or (name == "NCCLDumpSignal" and "timeout" not in text):
+                continue
+            key = (artifact, _int(a.get("rank")))
+            if key in seen:
+                continue
+            seen.add(key)
+            m = _DUMP_FROM.search(text)
+            a.update(signal="teardown", seq=None, op=None, timed_out=artifact in timed_out,
+                     dump_from=int(m.group(1)) if m else None)
+            keep.append((i, json.dumps(a)))
+        if keep:
+            break
+    out = rows.iloc[[i for i, _ in keep]].copy()
+    out["attrs"] = [a for _, a in keep]
+    out["name"] = "NCCLProcessGroupTornDown"
+    return out
 
 
 _CROSS_RANK_CAUSE = {"peer_missing": "peer_missing", "collective_mismatch": "collective_mismatch",
@@ -92,30 +263,294 @@ def _cross_rank_verdict(t: dict, seq: int | None, divergences: list[Divergence])
 
 def _same_pg(t: dict, d: Divergence) -> bool:
     """The log names a group by id and/or name ("default_pg"); the dumps by name and description."""
-    names = {str(t[k]) for k in ("pg", "pg_name") if t.get(k) is not None}
+    names = {str(t[k]) for k in ("pg", "pg_name") if t.get(k) not in (None, "")}
     pg_id = _int(t.get("pg_id"))
     if not names and pg_id is None:
         return True  # the log does not say which group
     return bool(names & {d.pg, d.entry.pg_desc}) or (pg_id is not None and pg_id == d.entry.pg_id)
 
 
+# --- ranks whose watchdog lines disagree -----------------------------------------------------
+def watchdog_mismatches(timeouts: list[dict]) -> dict[int, tuple[str, list[int]]]:
+    """Row index -> (reason, culprit ranks) for timeouts whose ranks report one sequence id of
+    one group with different ops or sizes (only what the watchdog lines print is compared)."""
+    groups: dict[tuple, list[int]] = defaultdict(list)
+    for i, t in enumerate(timeouts):
+        if t.get("seq") is not None and t.get("op") and not t.get("restated") and t.get("rank") is not None:
+            groups[(t["seq"], t.get("timeout_ms"))].append(i)
+    out = {}
+    for (seq, _timeout), rows in groups.items():
+        by_rank = {}
+        for i in rows:
+            by_rank.setdefault(timeouts[i]["rank"], i)
+        if len(by_rank) < 2 or len({p for p in (_pg_key(timeouts[i]) for i in by_rank.values()) if p}) > 1:
+            continue
+        found = _disagreement({r: timeouts[i] for r, i in by_rank.items()}, seq)
+        pgs = {_pg_key(timeouts[i]) for i in rows} - {""}
+        for i, t in enumerate(timeouts if found else ()):
+            if t.get("seq") == seq and (not pgs or _pg_key(t) in pgs | {""}):
+                out[i] = found  # the same collective's other reports (failure lines carry no op)
+    return out
+
+
+def _pg_key(t: dict) -> str:
+    return str(t.get("pg_guid") if t.get("pg_guid") is not None else (t.get("pg") or t.get("pg_id") or ""))
+
+
+def _disagreement(by_rank: dict[int, dict], seq) -> tuple[str, list[int]] | None:
+    if any(str(t.get("op")).upper() in P2P_OPS for t in by_rank.values()):
+        return None
+    checks = [("op type", lambda t: t.get("op"))]
+    if not any(str(t.get("op")).upper() in SIZE_FREE_OPS for t in by_rank.values()):
+        checks += [("input size", lambda t: t.get("numel_in")), ("output size", lambda t: t.get("numel_out"))]
+    for what, key in checks:
+        values = {r: str(key(t)) for r, t in by_rank.items() if key(t) is not None}
+        ranks_by_value: dict[str, list[int]] = defaultdict(list)
+        for r, v in sorted(values.items()):
+            ranks_by_value[v].append(r)
+        if len(ranks_by_value) < 2:
+            continue
+        top = max(len(rs) for rs in ranks_by_value.values())
+        majority = [v for v, rs in ranks_by_value.items() if len(rs) == top]
+        # the most common value is the expected one; on a tie every side is named
+        culprits = sorted(r for v, rs in ranks_by_value.items() if len(majority) > 1 or v != majority[0] for r in rs)
+        parts = "; ".join(f"rank(s) {rs} ran {_describe(by_rank[rs[0]])}" for rs in ranks_by_value.values())
+        return (f"The ranks' watchdog lines disagree on seq {seq}: {parts} ({what} differs), so the collective "
+                "could never complete: each side waits inside a different collective", culprits)
+    return None
+
+
+def _describe(t: dict) -> str:
+    return f"{t.get('op')} NumelIn={t.get('numel_in')} NumelOut={t.get('numel_out')}"
+
+
+def _mismatch_report(ev: pd.DataFrame) -> tuple[str, list[int]] | None:
+    rows = ev[(ev["kind"] == "error") & ev["name"].isin(MISMATCH_REPORTS)]
+    if rows.empty:
+        return None
+    a = _attrs(rows["attrs"].iloc[0])
+    return (f"{rows['name'].iloc[0]} at {rows['artifact'].iloc[0]} {rows['loc'].iloc[0]} reports that the ranks "
+            "called different collectives", list(a.get("culprit_ranks") or []))
+
+
+def _coll_mismatch_report(ctx) -> tuple[str, list[int]] | None:
+    """Ranks whose COLL lines name different collectives at one opCount (collectives.py)."""
+    found = ctx.feature("nccl_coll_mismatch")
+    if found.empty:
+        return None
+    a = _attrs(found["attrs"].iloc[0])
+    return (f"NCCL's COLL lines disagree at opCount {a.get('opcount_hex')} ({a.get('differs')}): {a.get('detail')}",
+            [])
+
+
+# --- a rank that failed before the collective timed out ----------------------------------------
+def failures(ev: pd.DataFrame) -> list[dict]:
+    """Process-ending failures in the logs: OOM, CUDA errors, Xid, exceptions, kills (not NCCL's
+    own reactions to a hang, which come after it)."""
+    ends = ev["name"].isin(["ProcessExit", "NCCLProcessGroupDestroyed"])
+    rows = ev[((ev["kind"] == "oom") | (ev["kind"] == "error") | ends) & (ev["source"] == "log")]
+    out = []
+    for ts, kind, name, attrs, artifact, loc in zip(rows["ts"], rows["kind"], text_values(rows["name"]),
+                                                    rows["attrs"], text_values(rows["artifact"]), rows["loc"]):
+        a = _attrs(attrs)
+        key = _failure_key(kind, name, a)
+        if key:
+            out.append({"ts": int(ts), "name": name, "key": key, "rank": _int(a.get("rank")),
+                        "artifact": artifact, "loc": str(loc), "line": _line_no(loc),
+                        "text": str(a.get("message") or a.get("text") or name)[:200]})
+    return out
+
+
+def _failure_key(kind: str, name: str, a: dict) -> str:
+    if kind == "oom":
+        return "cuda_oom"
+    if name == "NCCLProcessGroupDestroyed":
+        return "left" if a.get("rank") is not None else ""
+    if name == "ProcessExit":
+        code = _int(a.get("exit_code", a.get("return_code")))
+        return "killed" if code in _KILL_CODES else ""
+    if name.startswith("cudaError") or name == "CudaErrorInWatchdog":
+        return "cuda.kernel_fault" if name in KERNEL_FAULTS else "cuda_error"
+    if name == "Xid":
+        return "gpu.xid"
+    if name in ("NCCLNetworkError", "NCCLRemoteError"):
+        return "nccl.network_error"
+    if name.startswith(("NCCL", "FR", "Collective", "NCCLRas")) or name in ("Terminate", "Traceback") \
+            or a.get("repeat_of") or not a.get("exception"):
+        return ""
+    message = f"{a.get('exception', '')}: {a.get('exception_message', a.get('message', ''))}"
+    return "" if _CONSEQUENCES.search(message[:2000]) else "exception"
+
+
+def _line_no(loc) -> int | None:
+    m = re.match(r"line (\d+)", str(loc))
+    return int(m.group(1)) if m else None
+
+
+def first_failure(t: dict, ts: int, artifact: str, loc: str, found: list[dict]) -> dict | None:
+    """The earliest failure that could have left this timeout's collective waiting."""
+    rank, line = _int(t.get("rank")), _line_no(loc)
+    began = ts - int(t.get("elapsed_ms") or t.get("timeout_ms") or 0) * 10**6
+    for f in sorted(found, key=lambda f: (f["ts"], f["line"] or 0)):
+        own = (rank is not None and f["rank"] == rank) or (
+            f["rank"] is None and f["artifact"] == artifact and f["key"] == "cuda.kernel_fault")
+        if own and f["key"] not in ("cuda.kernel_fault", "nccl.network_error"):
+            continue  # only a broken CUDA context or transport makes this rank's own watchdog fail
+        if f["rank"] is None and f["key"] == "exception" and (rank is None or f["artifact"] == artifact):
+            continue  # an exception of unknown rank next to the timeout may be this process's own, caught
+        slack = OWN_FAULT_SLACK_NS if (own or f["rank"] is None) and f["key"] in ("cuda.kernel_fault",
+                                                                                 "cuda_oom") else 0
+        if f["artifact"] == artifact and f["line"] is not None and line is not None:
+            before = f["line"] < line or (slack and f["ts"] - ts <= slack)
+        else:
+            before = not (f["ts"] and ts) or f["ts"] <= ts + slack
+        if before and (not (f["ts"] and ts) or f["ts"] >= began - FAILURE_WINDOW_NS):
+            return {**f, "own": own}
+    return None
+
+
+def who_of(t: dict) -> str:
+    return f"rank {t['rank']}'s" if t.get("rank") is not None else "the"
+
+
+def _failure_verdict(t: dict, f: dict) -> tuple[str, str, str, list[int]]:
+    who = f"rank {f['rank']}" if f["rank"] is not None else "a process"
+    if f["key"] == "nccl.network_error":
+        return ("transport_failed",
+                f"NCCL's transport failed at {f['artifact']} {f['loc']} ({f['text'][:120]}) before {who_of(t)} seq "
+                f"{t.get('seq')} timed out: the collective could not move data, so the timeout follows the "
+                "transport failure", "", [f["rank"]] if f["rank"] is not None else [])
+    what = {"cuda_oom": "ran out of GPU memory", "cuda.kernel_fault": f"hit a CUDA fault ({f['name']})",
+            "cuda_error": f"hit a CUDA error ({f['name']})", "gpu.xid": "lost its GPU (Xid)",
+            "killed": "was killed", "exception": f"raised {f['name']}",
+            "left": "had already shut its process group down (it will join no further collective)"}[f["key"]]
+    where = f"{f['artifact']} {f['loc']}"
+    if f["own"]:
+        return ("own_failure",
+                f"this rank {what} at {where} before its watchdog reported seq {t.get('seq')}: the NCCL failure is "
+                "that fault surfacing through the watchdog, not a communication problem", "", [f["rank"]])
+    return ("peer_failed",
+            f"{who} {what} at {where} before rank {t.get('rank')}'s seq {t.get('seq')} timed out: the collective "
+            f"waited for a rank that was already gone, so the timeout is a consequence of that failure",
+            "", [f["rank"]] if f["rank"] is not None else [])
+
+
 @feature("nccl_timeouts", doc="One row per NCCL watchdog timeout/failure with its verdict: attrs.cause is "
-         "stream_blocked | peer_missing | collective_mismatch | undetermined, attrs.reason says why, "
-         "attrs.culprit_ranks (and attrs.culprit, as text) the rank(s) to blame when the dumps show them, "
-         "attrs.next_capture what would decide it; attrs.seq, op, pg, rank, timeout_ms, elapsed_ms from the log.")
+         "stream_blocked | peer_missing | collective_mismatch | peer_failed | own_failure | transport_failed | "
+         "undetermined, "
+         "attrs.reason says why, attrs.culprit_ranks (and attrs.culprit, as text) the rank(s) to blame, "
+         "attrs.next_capture what would decide it, attrs.caused_by (artifact|loc) the failure a peer_failed or "
+         "own_failure timeout follows, attrs.mismatch_source (watchdog_lines, flight_recorder) for a mismatch; "
+         "attrs.seq, op, pg, rank, timeout_ms, elapsed_ms from the log; attrs.signal is heartbeat for a hung watchdog, "
+         "teardown for a rank's process-group teardown lines read where the trace holds no timeout record.")
 def nccl_timeouts(ctx) -> pd.DataFrame:
     ev = ctx.events
     timeouts = ev[(ev["kind"] == "error") & ev["name"].isin(TIMEOUT_NAMES)]
     if timeouts.empty:
+        timeouts = teardown_rows(ev)
+    if timeouts.empty:
         return timeouts
     entries, status = _fr_state(ev)
     divergences = first_divergences(*fr_entries(ev))
+    found = sorted(failures(ev), key=lambda f: f["ts"])[:MAX_FAILURES]
+    counters = rank_counters(ev)
+    parsed = [_attrs(a) for a in timeouts["attrs"]]
+    mismatches = watchdog_mismatches(parsed)
+    report = _mismatch_report(ev) or _coll_mismatch_report(ctx)
     rows = []
-    for _, row in timeouts.iterrows():
-        a = _attrs(row["attrs"])
-        cause, reason, capture, culprits = verdict(a, entries, status, divergences)
+    for i, (_, row) in enumerate(timeouts.iterrows()):
+        a = parsed[i]
+        failure = first_failure(a, int(row["ts"]), str(row["artifact"]), str(row["loc"]), found)
+        cause, reason, capture, culprits = verdict(a, entries, status, divergences, mismatches.get(i) or report,
+                                                   failure, counters)
+        extra = {}
+        if cause in ("peer_failed", "own_failure", "transport_failed") and failure:
+            extra = {"caused_by": f"{failure['artifact']}|{failure['loc']}", "failure": failure["name"],
+                     "failure_key": failure["key"], "failure_loc": f"{failure['artifact']} {failure['loc']}"}
+        if cause == "collective_mismatch":
+            extra["mismatch_source"] = ("watchdog_lines" if i in mismatches else "report" if report
+                                        else "flight_recorder")
         out = row.to_dict()
         out["attrs"] = json.dumps({**a, "cause": cause, "reason": reason, "next_capture": capture,
-                                   "culprit_ranks": culprits, "culprit": ", ".join(map(str, culprits))})
+                                   "culprit_ranks": culprits, "culprit": ", ".join(map(str, culprits)), **extra})
         rows.append(out)
     return pd.DataFrame(rows)
+
+
+# --- NCCL RAS status reports -------------------------------------------------------------------
+RAS_NAMES = ("NCCLRasCommunicator", "NCCLRasMissingRanks", "NCCLRasDeadProcesses", "NCCLRasOpCountMismatch",
+             "NCCLRasAsyncError", "NCCLRasOpCount", "NCCLRasRank", "NCCLRasMissingRankList", "NCCLRasProcess")
+
+
+@feature("nccl_ras", doc="NCCL RAS (`ncclras`, NCCL 2.24+) status reports, one row per problem a report names: "
+         "attrs.cause is missing (ranks or processes RAS could not reach), dead (processes declared dead) or "
+         "behind (ranks launched fewer operations of one type than the others); attrs.ranks / processes the "
+         "ranks and processes listed, attrs.counts the operation-count groups ([ranks, launched up to]), "
+         "attrs.behind_ranks / ahead_count for `behind`, attrs.stuck when two snapshots of one communicator show "
+         "the same counts, attrs.comm (the communicator hash), attrs.reason.")
+def nccl_ras(ctx) -> pd.DataFrame:
+    ev = ctx.events
+    rows = ev[(ev["source"] == "log") & ev["name"].isin(RAS_NAMES)]
+    problems: list[dict] = []
+    comm = ""
+    for _, row in rows.iterrows():
+        name, a = str(row["name"]), _attrs(row["attrs"])
+        if name == "NCCLRasCommunicator":
+            comm = str(a.get("hash", ""))
+        elif name in ("NCCLRasMissingRanks", "NCCLRasDeadProcesses", "NCCLRasOpCountMismatch"):
+            cause = {"NCCLRasMissingRanks": "missing", "NCCLRasDeadProcesses": "dead"}.get(name, "behind")
+            problems.append({"row": row.to_dict(), "cause": cause, "comm": comm, "count": _int(a.get("count")) or 1,
+                             "unit": a.get("unit", "process" if cause == "dead" else "rank"), "op": a.get("op") or "",
+                             "ranks": [], "counts": [],
+                             "processes": [f"{a['pid']} on {a.get('node')}"] if a.get("pid") else []})
+        elif problems:
+            _ras_detail(problems[-1], name, a)
+    return pd.DataFrame([_ras_row(p, problems) for p in problems])
+
+
+def _ras_detail(p: dict, name: str, a: dict) -> None:
+    """Attach a listed rank, process or count group to the problem it is printed under."""
+    if name == "NCCLRasOpCount":
+        p["counts"].append([_int(a.get("count")), _int(a.get("operation"))])
+    elif name == "NCCLRasRank":
+        p["ranks"].append(_int(a.get("rank")))
+        if p["counts"]:
+            p.setdefault("listed_under", p["counts"][-1][1])
+    elif name == "NCCLRasMissingRankList":
+        p["ranks"].extend(a.get("ranks") or [])
+    elif name == "NCCLRasProcess":
+        p["processes"].append(f"{a.get('pid')} on {a.get('node')}")
+
+
+def _ras_row(p: dict, problems: list[dict]) -> dict:
+    row = p["row"]
+    a = _attrs(row["attrs"])
+    ranks = sorted({r for r in p["ranks"] if r is not None})
+    extra: dict = {}
+    if p["cause"] == "behind":
+        ops = sorted({c[1] for c in p["counts"] if c[1] is not None})
+        low, high = (ops[0], ops[-1]) if ops else (None, None)
+        behind = [c for c in p["counts"] if c[1] == low]
+        listed_low = p.get("listed_under") == low
+        same = [q for q in problems if q is not p and q["cause"] == "behind" and q["comm"] == p["comm"]
+                and q["counts"] == p["counts"] and q["op"] == p["op"]]
+        extra = {"behind_ranks": ranks if listed_low else [], "behind_count": sum(c[0] or 0 for c in behind),
+                 "ahead_count": sum((c[0] or 0) for c in p["counts"] if c[1] == high), "behind_at": low,
+                 "ahead_at": high, "stuck": bool(same)}
+        who = f"rank(s) {', '.join(map(str, ranks))}" if listed_low and ranks else f"{extra['behind_count']} rank(s)"
+        reason = (f"{who} of communicator {p['comm'] or '?'} launched {p['op'] or 'collective'} operations only up "
+                  f"to {low}, while {extra['ahead_count']} rank(s) reached {high}"
+                  + (f" (listed: rank(s) {', '.join(map(str, ranks))})" if ranks and not listed_low else "")
+                  + ("; two snapshots show the same counts, so the ranks are stuck, not just late" if same else
+                     "; one snapshot cannot tell a hang from ranks that are merely late: repeat the query"))
+    else:
+        what = "could not be reached (unresponsive)" if p["cause"] == "missing" else "is considered dead"
+        listed = (f"rank(s) {', '.join(map(str, ranks))}" if ranks else
+                  f"process(es) {', '.join(p['processes'])}" if p["processes"] else "")
+        reason = (f"{p['count']} {p['unit']}(s) of communicator {p['comm'] or '(job)'} {what}"
+                  + (f": {listed}" if listed else ""))
+    attrs = {**a, "cause": p["cause"], "comm": p["comm"], "op": p["op"], "ranks": ranks,
+             "ranks_text": ", ".join(map(str, ranks)) or "not listed", "processes": p["processes"],
+             "counts": p["counts"], "reason": reason, **extra}
+    attrs.setdefault("text", reason)  # evidence for a JSON report, whose rows have no line
+    return {**row, "kind": "marker", "name": f"nccl_ras_{p['cause']}", "attrs": json.dumps(attrs)}

@@ -17,7 +17,7 @@ from __future__ import annotations
 import orjson
 import pandas as pd
 
-from rules.features import as_event_frame, feature
+from rules.features import as_event_frame, category_mask, feature, text_values
 
 TOP_N = 20
 COLUMNS = ["ts", "dur", "kind", "name", "host", "pid", "tid", "value", "unit", "attrs"]
@@ -29,13 +29,13 @@ def _empty() -> pd.DataFrame:
 
 
 def top_host_functions(events: pd.DataFrame, top_n: int = TOP_N) -> pd.DataFrame:
-    rows = events[(events["kind"] == "sample") & (events["source"] == "perf")
-                  & events["attrs"].str.contains('"stack":', regex=False)]
+    rows = events[(events["kind"] == "sample") & (events["source"] == "perf")]  # the text test on these only
+    rows = rows[rows["attrs"].str.contains('"stack":', regex=False)]
     if rows.empty:
         return _empty()
     parsed = [orjson.loads(a) for a in rows["attrs"]]
-    frame = pd.DataFrame({"ts": rows["ts"].to_numpy(), "host": rows["host"].astype(str).to_numpy(),
-                          "pid": rows["pid"].to_numpy(), "leaf": rows["name"].astype(str).to_numpy(),
+    frame = pd.DataFrame({"ts": rows["ts"].to_numpy(), "host": text_values(rows["host"]),
+                          "pid": rows["pid"].to_numpy(), "leaf": text_values(rows["name"]),
                           "comm": [p.get("comm", "") for p in parsed],
                           "stack": [list(dict.fromkeys(p.get("stack") or [])) for p in parsed]})
     out = []
@@ -64,14 +64,14 @@ def top_host_functions(events: pd.DataFrame, top_n: int = TOP_N) -> pd.DataFrame
 
 def futex_wait_per_thread(events: pd.DataFrame) -> pd.DataFrame:
     sync = events[events["kind"] == "sync"]
-    names = sync["name"].astype(str)
-    waits = sync[(names.str.contains("wait|lock|mutex", regex=True) & ~names.eq("futex"))
-                 | (names.eq("futex") & sync["attrs"].str.contains('"wait":true', regex=False))]
+    lockish = category_mask(sync["name"], lambda n: n.str.contains("wait|lock|mutex", regex=True) & n.ne("futex"))
+    futex = (sync["name"] == "futex").to_numpy()
+    waits = sync[lockish | (futex & sync["attrs"].str.contains('"wait":true', regex=False).to_numpy(dtype=bool))]
     if waits.empty:
         return _empty()
-    frame = pd.DataFrame({"host": waits["host"].astype(str), "pid": waits["pid"], "tid": waits["tid"],
+    frame = pd.DataFrame({"host": text_values(waits["host"]), "pid": waits["pid"], "tid": waits["tid"],
                           "ts": waits["ts"], "end": waits["ts"] + waits["dur"], "dur": waits["dur"],
-                          "source": waits["source"].astype(str)})
+                          "source": text_values(waits["source"])})
     out = []
     for (host, pid, tid), g in frame.groupby(["host", "pid", "tid"], sort=True):
         count, total = len(g), int(g["dur"].sum())

@@ -5,6 +5,7 @@ import json
 import pyarrow as pa
 
 from diagnosis import scenarios
+from diagnosis.severity import RANK
 from ingest.events import make_batch
 from rules.compiler import compile_rule
 from rules.evaluator import evaluate_rules
@@ -67,3 +68,50 @@ def test_memory_bound_kernel_rule_reads_the_ncu_verdict():
     findings, errors = evaluate_rules([compile_rule(rule)], TraceContext(events))
     assert not errors and len(findings) == 1
     assert "copy_kernel" in findings[0]["explanation"] and "91.2%" in findings[0]["explanation"]
+
+
+def _found(tmp_path, name, text):
+    path = tmp_path / name
+    path.write_text(text)
+    report = scenarios.report(path)
+    return report, {f["root_cause"]: f for f in sorted(report["findings"], key=lambda f: RANK[f["severity"]])}
+
+
+def test_xid_severity_follows_nvidias_catalog(tmp_path):
+    """IGNORE -> info, RESTART_APP -> error, RESET_GPU / reboot -> critical."""
+    cases = {
+        "NVRM: Xid (PCI:0000:00:05): 43, pid=1045242, name=pt_main_thread, Ch 00000008": "info",
+        "NVRM: Xid (PCI:0000:cb:00): 13, pid='<unknown>', name=<unknown>, Graphics SM Warp Exception": "error",
+        "NVRM: Xid (0000:01:00): 31, Ch 0000000b, engmask 00000120, intr 10000000": "error",
+        "NVRM: Xid (PCI:0000:9b:00): 119, pid=2024380, name=nvidia-smi, Timeout after 6s of waiting for RPC": "critical",
+        "NVRM: Xid (PCI:0009:01:00): 154, GPU recovery action changed from 0x0 (None) to 0x4 (Drain and Reset)": "critical",
+        "NVRM: Xid (PCI:0000:04:00): 145, RLW_REMAP Nonfatal XC0 i0 Link 00 (0x00000004 0x00000001)": "warning",
+    }
+    for n, (line, severity) in enumerate(cases.items()):
+        _, found = _found(tmp_path, f"dmesg{n}.log", f"[Sat Nov 29 08:00:00 2026] {line}\n")
+        assert found["gpu.xid"]["severity"] == severity, line
+        assert "catalog" in found["gpu.xid"]["explanation"]
+
+
+def test_gpu_off_the_bus_without_an_xid_number(tmp_path):
+    for n, text in enumerate(("[ 1843.308145] NVRM: The NVIDIA GPU 0000:b3:00.0\n"
+                              "               NVRM: fallen off the bus and is not responding to commands.\n",
+                              "Unable to determine the device handle for GPU 0000:0B:00.0: Unknown Error\n")):
+        report, found = _found(tmp_path, f"node{n}.log", text)
+        assert found["gpu.xid"]["severity"] == "critical", text
+        assert "fall" in found["gpu.xid"]["explanation"]
+
+
+def test_memory_reports_are_gpu_ecc(tmp_path):
+    texts = ["Dec  2 11:38:47 worker4 kernel: [  219.470994] NVRM: Xid (PCI:0000:07:00): 48, pid='<unknown>', "
+             "name=<unknown>, An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer.\n",
+             "GPU 3 had uncorrectable memory errors and row remapping failed.\n",
+             "E tensorflow/core] CUDA_ERROR_ECC_UNCORRECTABLE: uncorrectable ECC error encountered\n",
+             "|   0  Tesla V100-SXM2...  On   | 00000000:06:00.0 Off |                    2 |\n"]
+    for n, text in enumerate(texts):
+        _, found = _found(tmp_path, f"mem{n}.log", text)
+        assert found["gpu.ecc"]["severity"] == "critical", text
+        assert "cuda.kernel_fault" not in found
+    _, found = _found(tmp_path, "dmesg.log", "NVRM: Xid (PCI:0000:00:08): 94, pid='<unknown>', name=<unknown>, "
+                                             "Contained: SM (0x1). RST: No, D-RST: No\n")
+    assert found["gpu.ecc"]["severity"] == "error" and found["gpu.xid"]["severity"] == "error"

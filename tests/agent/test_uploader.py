@@ -75,26 +75,45 @@ def test_a_bundle_refused_for_good_moves_to_rejected_and_the_next_one_ships(tmp_
     assert not good.path.exists()
 
 
-def test_the_shipping_thread_ships_new_bundles_when_woken(tmp_path, stub_server):
+def test_the_shipping_thread_bundles_what_is_submitted_and_ships_it(tmp_path, stub_server):
     server = stub_server(lambda rec: (201, ACCEPTED))
     spool = Spool(tmp_path)
     shipper = Shipper(spool, ApiClient(server.url, "k"))
-    stop = threading.Event()
-    thread = threading.Thread(target=shipper.run, args=(stop, 30.0))
+    thread = threading.Thread(target=shipper.run)
     thread.start()
+    bundled_on = []
     try:
         spool.add_chunk("logs/a.log", b"line\n")
-        spool.make_bundle({"host": "h"})
-        shipper.wake.set()
+        shipper.submit(lambda: bundled_on.append(threading.get_ident()) or spool.make_bundle({"host": "h"}))
         deadline = time.monotonic() + 5
-        while spool.bundles() and time.monotonic() < deadline:
+        while not server.received and time.monotonic() < deadline:
             time.sleep(0.02)
     finally:
-        stop.set()
-        shipper.wake.set()
+        shipper.close()
         thread.join(5)
     assert spool.bundles() == [] and len(server.received) == 1
+    assert bundled_on == [thread.ident]  # the gzip work happened off the caller's (sampling) thread
     assert not thread.is_alive()
+
+
+def test_the_shipping_thread_keeps_its_backoff_and_survives_a_failing_job(tmp_path, closed_port_url):
+    spool, _ = spool_with_bundle(tmp_path)
+    shipper = Shipper(spool, ApiClient(closed_port_url, "k"), backoff_base=60.0, jitter=lambda: 1.0)
+    thread = threading.Thread(target=shipper.run)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 5
+        while shipper.failures < 1 and time.monotonic() < deadline:  # the left-over bundle is tried at once
+            time.sleep(0.02)
+        shipper.submit(lambda: 1 / 0)  # logged, not fatal
+        shipper.submit(lambda: spool.add_chunk("s", b"x") and spool.make_bundle({}))
+        time.sleep(0.3)
+    finally:
+        shipper.close()
+        thread.join(5)
+    assert not thread.is_alive()
+    assert shipper.failures == 1  # a new job did not cut the 60 s backoff short
+    assert len(spool.bundles()) == 2
 
 
 def test_large_uploads_stream_with_a_content_length(tmp_path, stub_server):

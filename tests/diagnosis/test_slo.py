@@ -90,3 +90,11 @@ def test_aborted_capture_breaks_graph_replay_success():
     assert v["observed"] < 0.999
     linked = {f["id"] for f in report["findings"] if f["root_cause"] == "cuda_graph.host_sync_in_capture"}
     assert linked and linked <= set(v["findings"])
+
+
+def test_decode_step_annotations_emit_tokens_profiler_steps_do_not():
+    from rules.features import TraceContext
+    ann = pd.DataFrame({"ts": [0, 10**7, 2 * 10**7, 3 * 10**7], "dur": [5 * 10**6] * 4, "kind": "annotation",
+                        "name": ["decode_step_0", "decode_step_1", "ProfilerStep#2", "ProfilerStep#3"]})
+    steps = TraceContext(ann).feature("decode_steps")
+    assert steps.set_index("ts")["token"].to_dict() == {0: True, 10**7: True, 2 * 10**7: False, 3 * 10**7: False}

@@ -1,0 +1,440 @@
+"""What the GPU-host agent costs a workload on the same GPU host: ABAB windows in one run.
+
+    python bench/agent_overhead.py [--case name=after,interval=0.1,workload=launch ...]
+                                   [--toggle stop|restart] [--window S] [--cycles N] [--json out.json]
+
+1. NVML call latency, per call type (median and p90 of up to --latency-n calls, at most
+   --latency-budget seconds each), on GPU 0 of this host.
+2. For each case: a workload runs in this process without a break while `tracedoc-agent run`
+   (server unreachable, so bundles spool; following a log the workload writes; watching a
+   dump folder) is off and on in alternating windows: off, on, off, ..., on, off (`cycles`
+   on-windows). Steps/s per window; each on-window is compared with the mean of the
+   off-windows either side (the per-pair delta), which cancels slow drift: on a shared
+   virtual machine the launch-bound loop's speed wanders by 20-40% over tens of seconds, far
+   more than the agent's cost, so the figure is the median (and mean +- standard error) of
+   many short pairs. Also per window: steps longer than --stall-ms and the time they took
+   beyond it, per second: a driver call that blocks the workload (the PCIe throughput query,
+   ~20 ms) shows there however noisy the throughput is.
+
+   --toggle stop (default): the agent is started once and frozen with SIGSTOP in the
+   off-windows (it takes no CPU and makes no driver call; resumed with SIGCONT), so windows
+   can be short (1 s) and many (30 pairs). --toggle restart: the agent process is started and
+   stopped per window (the first --skip seconds of each window are not counted: the agent's
+   clock starts once it logged "capturing into"; when stopping, it has exited before the
+   window starts); windows must then be long (8 s), so pairs are few.
+
+Workloads: `launch` is launch-bound, like decoding at batch 1: 24 x Linear(2048, 2048) bf16
+at batch 1, each followed by GELU, torch.cuda.synchronize() every step. `gpu` is GPU-bound:
+one 8192^3 bf16 matmul per step, synchronized.
+
+Case keys: name, interval (the agent's --interval, s), workload (launch|gpu), cycles,
+agent (a folder holding the `agent` package to run, default this checkout; `probe-pcie` runs
+a probe that only makes the PCIe throughput queries of the agent as it was on main: TX and
+RX on every GPU once a second), pcie (1: pass --pcie). Without --case: this checkout's agent
+on the launch-bound loop at 0.1 s and 0.01 s, and on the GPU-bound loop at 0.1 s.
+
+Without NVML the latency part is skipped; without a CUDA GPU and PyTorch the ABAB part is
+skipped; each with a one-line reason, exit status 0.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+READY_MARKERS = (b"capturing into", b"probe ready")
+UNREACHABLE = "http://127.0.0.1:9"  # the discard port: connection refused, bundles stay in the spool
+
+
+# -- NVML latency ------------------------------------------------------------------------------
+
+
+def nvml_latencies(n: int, budget_s: float) -> tuple[dict, list[dict]]:
+    """({gpu facts}, [{call, median_us, p90_us, n, error}]) for GPU 0; ({}, []) without NVML."""
+    try:
+        import pynvml as nv
+        nv.nvmlInit()
+    except Exception as e:  # ImportError or NVMLError: no driver, no GPU
+        print(f"agent_overhead: NVML unavailable ({e}); NVML latencies skipped")
+        return {}, []
+    h = nv.nvmlDeviceGetHandleByIndex(0)
+    facts = {"gpus": nv.nvmlDeviceGetCount(), "gpu_name": _text(nv.nvmlDeviceGetName(h)),
+             "driver": _text(nv.nvmlSystemGetDriverVersion())}
+    events = nv.nvmlEventSetCreate()
+    try:
+        nv.nvmlDeviceRegisterEvents(h, nv.nvmlEventTypeXidCriticalError, events)
+    except nv.NVMLError:
+        pass
+    sys.path.insert(0, str(ROOT))
+    from agent import nvml_sampler as ns
+
+    def xid_poll():
+        try:
+            nv.nvmlEventSetWait_v2(events, 0)
+        except nv.NVMLError_Timeout:
+            pass
+
+    reader = ns.NvmlReader(pcie=False)
+    reader_pcie = ns.NvmlReader(pcie=True)
+    calls = {
+        "utilization": lambda: nv.nvmlDeviceGetUtilizationRates(h),
+        "memory info": lambda: nv.nvmlDeviceGetMemoryInfo(h),
+        "power": lambda: nv.nvmlDeviceGetPowerUsage(h),
+        "temperature": lambda: nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU),
+        "clock SM": lambda: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM),
+        "clock memory": lambda: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_MEM),
+        "clocks-event reasons": lambda: nv.nvmlDeviceGetCurrentClocksEventReasons(h),
+        "ECC uncorrected total": lambda: nv.nvmlDeviceGetTotalEccErrors(
+            h, nv.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, nv.NVML_VOLATILE_ECC),
+        "running processes": lambda: nv.nvmlDeviceGetComputeRunningProcesses(h),
+        "Xid event poll": xid_poll,
+        "field values [ECC]": lambda: nv.nvmlDeviceGetFieldValues(h, [ns.FI_ECC_DBE_VOL_TOTAL]),
+        "field values [ECC, PCIe TX/RX bytes]": lambda: nv.nvmlDeviceGetFieldValues(
+            h, [ns.FI_ECC_DBE_VOL_TOTAL, ns.FI_PCIE_COUNT_TX_BYTES, ns.FI_PCIE_COUNT_RX_BYTES]),
+        "agent sample, every-sample fields": lambda: reader.read(0, False),
+        "agent sample, once-a-second fields": lambda: reader.read(0, True),
+        "agent sample, once-a-second with --pcie": lambda: reader_pcie.read(0, True),
+        "PCIe throughput TX": lambda: nv.nvmlDeviceGetPcieThroughput(h, nv.NVML_PCIE_UTIL_TX_BYTES),
+        "PCIe throughput RX": lambda: nv.nvmlDeviceGetPcieThroughput(h, nv.NVML_PCIE_UTIL_RX_BYTES),
+    }
+    rows = [_time_call(name, fn, n, budget_s, nv.NVMLError) for name, fn in calls.items()] if n > 0 else []
+    pcie_fields = nv.nvmlDeviceGetFieldValues(h, [ns.FI_PCIE_COUNT_TX_BYTES])[0]
+    facts["pcie_byte_counters"] = int(pcie_fields.nvmlReturn) == ns.NVML_SUCCESS
+    nv.nvmlEventSetFree(events)
+    return facts, rows
+
+
+def _time_call(name: str, fn, n: int, budget_s: float, error_type) -> dict:
+    times: list[float] = []
+    deadline = time.perf_counter() + budget_s
+    try:
+        fn()  # first call: lazy symbol lookup, not counted
+        while len(times) < n and time.perf_counter() < deadline:
+            t0 = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t0)
+    except error_type as e:
+        return {"call": name, "n": len(times), "error": str(e)}
+    times.sort()
+    return {"call": name, "n": len(times), "median_us": round(statistics.median(times) * 1e6, 1),
+            "p90_us": round(times[int(0.9 * (len(times) - 1))] * 1e6, 1)}
+
+
+def _text(value) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+# -- workloads ---------------------------------------------------------------------------------
+
+
+def make_workload(kind: str, log_path: Path):
+    import torch
+    dev = torch.device("cuda:0")
+    torch.manual_seed(0)
+    if kind == "launch":
+        layers = [torch.nn.Linear(2048, 2048, device=dev, dtype=torch.bfloat16) for _ in range(24)]
+        x0 = torch.randn(1, 2048, device=dev, dtype=torch.bfloat16)
+        gelu = torch.nn.functional.gelu
+
+        def body():
+            x = x0
+            for layer in layers:
+                x = gelu(layer(x))
+    elif kind == "gpu":
+        a = torch.randn(8192, 8192, device=dev, dtype=torch.bfloat16)
+        b = torch.randn(8192, 8192, device=dev, dtype=torch.bfloat16)
+
+        def body():
+            torch.mm(a, b)
+    else:
+        raise SystemExit(f"agent_overhead: unknown workload {kind!r} (launch or gpu)")
+    log = open(log_path, "ab", buffering=0)
+    count = 0
+
+    def step():
+        nonlocal count
+        with torch.inference_mode():
+            body()
+        torch.cuda.synchronize()
+        count += 1
+        if count % 200 == 0:  # a serving process's log line now and then, for the agent to follow
+            log.write(b"%.6f step %d tokens/s ok\n" % (time.time(), count))
+    return step
+
+
+def run_for(step, seconds: float) -> int:
+    n, end = 0, time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        step()
+        n += 1
+    return n
+
+
+def measure(step, seconds: float, stall_s: float) -> tuple[float, int, float]:
+    """(steps/s, steps longer than stall_s, seconds those steps took beyond stall_s)."""
+    n, stalls, excess = 0, 0, 0.0
+    t0 = prev = time.perf_counter()
+    end = t0 + seconds
+    while prev < end:
+        step()
+        now = time.perf_counter()
+        if now - prev > stall_s:
+            stalls, excess = stalls + 1, excess + (now - prev - stall_s)
+        n, prev = n + 1, now
+    return n / (prev - t0), stalls, excess
+
+
+# -- the agent ---------------------------------------------------------------------------------
+
+
+class Agent:
+    """`tracedoc-agent run` (or the PCIe probe) as a child process, started and stopped per window."""
+
+    def __init__(self, source: str, interval: float, pcie: bool, work: Path):
+        self.source, self.interval, self.pcie, self.work = source, interval, pcie, work
+        self.proc: subprocess.Popen | None = None
+        self.runs = 0
+
+    def start(self) -> None:
+        self.runs += 1
+        spool = self.work / f"spool-{self.runs}"
+        self.err = self.work / f"agent-{self.runs}.err"
+        if self.source == "probe-pcie":
+            cmd, env = [sys.executable, str(Path(__file__).resolve()), "--probe-pcie"], dict(os.environ)
+        else:
+            root = ROOT if self.source in ("", "checkout") else Path(self.source).resolve()
+            cmd = [sys.executable, "-m", "agent.main", "run", "--server", UNREACHABLE, "--token", "bench",
+                   "--spool", str(spool), "--interval", str(self.interval), "--ship-timeout", "1",
+                   "--logs", str(self.work / "*.log"), "--dumps", str(self.work / "dumps")]
+            cmd += ["--pcie"] if self.pcie else []
+            env = {**os.environ, "PYTHONPATH": str(root)}
+        self.proc = subprocess.Popen(cmd, cwd=self.work, env=env, stdout=subprocess.DEVNULL,
+                                     stderr=open(self.err, "wb"), start_new_session=True)
+
+    def ready(self) -> bool:
+        if self.proc.poll() is not None:
+            raise SystemExit(f"agent_overhead: the agent exited ({self.proc.returncode}):\n{self.tail()}")
+        data = self.err.read_bytes()
+        return any(m in data for m in READY_MARKERS)
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def pause(self) -> None:
+        """Freeze it (SIGSTOP): it takes no CPU and makes no driver call until resume(). A call
+        in flight in the driver completes first: signals are taken on the way back."""
+        if self.alive():
+            self.proc.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        if self.proc is not None:
+            self.proc.send_signal(signal.SIGCONT)
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        self.proc.send_signal(signal.SIGCONT)  # a paused agent must run to see the SIGTERM
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.proc = None
+
+    def tail(self) -> str:
+        return self.err.read_text(errors="replace")[-2000:]
+
+
+def probe_pcie() -> int:
+    """The PCIe throughput queries of the agent on main, alone: TX and RX, every GPU, each second."""
+    import pynvml as nv
+    nv.nvmlInit()
+    handles = [nv.nvmlDeviceGetHandleByIndex(i) for i in range(nv.nvmlDeviceGetCount())]
+    stop = []
+    signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
+    print("probe ready", file=sys.stderr, flush=True)
+    while not stop:
+        for h in handles:
+            nv.nvmlDeviceGetPcieThroughput(h, nv.NVML_PCIE_UTIL_TX_BYTES)
+            nv.nvmlDeviceGetPcieThroughput(h, nv.NVML_PCIE_UTIL_RX_BYTES)
+        time.sleep(1.0)
+    return 0
+
+
+# -- ABAB ----------------------------------------------------------------------------------------
+
+
+def run_case(case: dict, toggle: str, window: float, skip: float, stall_s: float, work: Path) -> dict:
+    step = make_workload(case["workload"], work / "serving.log")
+    run_for(step, 3.0)  # warm-up: clocks up, caches and allocator settled
+    agent = Agent(case["agent"], case["interval"], case["pcie"], work)
+    windows: dict[str, list[tuple[float, int, float]]] = {"off": [], "on": []}
+
+    def start_agent():
+        agent.start()
+        deadline = time.monotonic() + 30
+        while not agent.ready():  # the workload keeps running while the agent starts
+            if time.monotonic() > deadline:
+                raise SystemExit(f"agent_overhead: the agent did not start:\n{agent.tail()}")
+            run_for(step, 0.05)
+
+    try:
+        if toggle == "stop":
+            start_agent()
+            run_for(step, 1.0)  # past its start: the first samples, the first collection
+        for i in range(2 * case["cycles"] + 1):
+            on = i % 2 == 1
+            if toggle == "stop":
+                agent.resume() if on else agent.pause()
+            elif on:
+                start_agent()
+            else:
+                agent.stop()
+            run_for(step, skip)
+            windows["on" if on else "off"].append(measure(step, window - skip, stall_s))
+            if on and not agent.alive():
+                raise SystemExit(f"agent_overhead: the agent died during a window:\n{agent.tail()}")
+    finally:
+        agent.stop()
+    off, on = [w[0] for w in windows["off"]], [w[0] for w in windows["on"]]
+    pairs = [1 - on[i] / ((off[i] + off[i + 1]) / 2) for i in range(len(on))]
+    measured = window - skip
+
+    def stalls(kind: str) -> tuple[float, float]:  # per second: long steps, and ms beyond the threshold
+        ws = windows[kind]
+        return (round(sum(w[1] for w in ws) / (measured * len(ws)), 2),
+                round(1000 * sum(w[2] for w in ws) / (measured * len(ws)), 3))
+
+    (stalls_off, stall_ms_off), (stalls_on, stall_ms_on) = stalls("off"), stalls("on")
+    return {**case, "toggle": toggle, "steps_per_s_off": [round(x, 2) for x in off],
+            "steps_per_s_on": [round(x, 2) for x in on],
+            "median_off": round(statistics.median(off), 2), "median_on": round(statistics.median(on), 2),
+            "overhead_of_medians_pct": round(100 * (1 - statistics.median(on) / statistics.median(off)), 3),
+            "pair_deltas_pct": [round(100 * d, 3) for d in pairs],
+            "overhead_pct": round(100 * statistics.median(pairs), 3),
+            "overhead_mean_pct": round(100 * statistics.fmean(pairs), 3),
+            "overhead_sem_pct": round(100 * statistics.stdev(pairs) / len(pairs) ** 0.5, 3) if len(pairs) > 1 else None,
+            "pairs_slower": sum(d > 0 for d in pairs),
+            "off_spread_pct": round(100 * (max(off) - min(off)) / statistics.median(off), 3),
+            "stall_threshold_ms": stall_s * 1000,
+            "stalls_per_s_off": stalls_off, "stalls_per_s_on": stalls_on,
+            "stall_ms_per_s_off": stall_ms_off, "stall_ms_per_s_on": stall_ms_on,
+            "stall_overhead_pct": round((stall_ms_on - stall_ms_off) / 10, 3)}
+
+
+def parse_case(text: str, default_cycles: int) -> dict:
+    case = {"name": "", "agent": "checkout", "interval": 0.1, "workload": "launch", "cycles": default_cycles,
+            "pcie": False}
+    for part in text.split(","):
+        key, sep, value = part.partition("=")
+        if not sep or key.strip() not in case:
+            raise SystemExit(f"agent_overhead: --case {text!r}: keys are {', '.join(case)}")
+        key = key.strip()
+        case[key] = (float(value) if key == "interval" else int(value) if key == "cycles"
+                     else value.strip() in ("1", "true", "yes") if key == "pcie" else value.strip())
+    case["name"] = case["name"] or f"{case['agent']}@{case['interval']}s/{case['workload']}"
+    return case
+
+
+def cuda_reason() -> str:
+    try:
+        import torch
+    except ImportError:
+        return "PyTorch is not installed"
+    if not torch.cuda.is_available():
+        return "no CUDA GPU visible to PyTorch"
+    return ""
+
+
+def report(facts: dict, latencies: list[dict], results: list[dict]) -> str:
+    lines = []
+    if "gpus" in facts:
+        lines.append(f"GPU: {facts['gpus']} x {facts['gpu_name']}, driver {facts['driver']}, "
+                     f"PCIe byte counters: {'yes' if facts.get('pcie_byte_counters') else 'no'}")
+    if latencies:
+        lines.append(f"{'NVML call (GPU 0)':42} {'median us':>10} {'p90 us':>10} {'n':>5}")
+        for r in latencies:
+            if "error" in r:
+                lines.append(f"{r['call']:42} {'error: ' + r['error']}")
+            else:
+                lines.append(f"{r['call']:42} {r['median_us']:>10} {r['p90_us']:>10} {r['n']:>5}")
+    if results:
+        lines.append(f"{'case':26} {'off steps/s':>11} {'on steps/s':>10} {'overhead':>9} {'mean+-sem':>14} "
+                     f"{'slower':>7} {'stalls/s off/on':>16} {'stall ms/s off/on':>18}")
+        for r in results:
+            sem = f"{r['overhead_mean_pct']:+.2f}+-{r['overhead_sem_pct'] or 0:.2f}%"
+            lines.append(f"{r['name']:26} {r['median_off']:>11} {r['median_on']:>10} {r['overhead_pct']:>+8.2f}% "
+                         f"{sem:>14} {r['pairs_slower']:>3}/{len(r['pair_deltas_pct']):<3} "
+                         f"{r['stalls_per_s_off']:>7}/{r['stalls_per_s_on']:<8} "
+                         f"{r['stall_ms_per_s_off']:>8}/{r['stall_ms_per_s_on']:<9}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--case", action="append", default=[], help="name=..,interval=..,workload=..,cycles=..,agent=..")
+    p.add_argument("--toggle", choices=("stop", "restart"), default="stop",
+                   help="stop: the agent runs throughout and is frozen (SIGSTOP) in the off-windows, so "
+                        "windows can be short and many; restart: started and stopped per window (default stop)")
+    p.add_argument("--window", type=float, help="seconds per window (default 1 with stop, 8 with restart)")
+    p.add_argument("--skip", type=float,
+                   help="seconds not counted at each window's start (default 0 with stop, 1 with restart)")
+    p.add_argument("--cycles", type=int, help="on-windows per case (default 30 with stop, 6 with restart)")
+    p.add_argument("--stall-ms", type=float, default=2.0,
+                   help="a step longer than this counts as a stall (default 2 ms)")
+    p.add_argument("--no-latency", action="store_true", help="skip the NVML call latencies")
+    p.add_argument("--latency-n", type=int, default=200, help="calls per NVML call type (default 200)")
+    p.add_argument("--latency-budget", type=float, default=2.0, help="at most this many seconds per call type")
+    p.add_argument("--json", help="write every figure here")
+    p.add_argument("--probe-pcie", action="store_true", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.probe_pcie:
+        return probe_pcie()
+    stop_mode = args.toggle == "stop"
+    args.window = args.window or (1.0 if stop_mode else 8.0)
+    args.skip = args.skip if args.skip is not None else (0.0 if stop_mode else 1.0)
+    args.cycles = args.cycles or (30 if stop_mode else 6)
+    cases = [parse_case(c, args.cycles) for c in args.case] or [
+        parse_case(c, args.cycles) for c in ("interval=0.1,workload=launch", "interval=0.01,workload=launch",
+                                             "interval=0.1,workload=gpu")]
+    facts, latencies = nvml_latencies(0 if args.no_latency else args.latency_n, args.latency_budget)
+    results = []
+    if reason := cuda_reason():
+        print(f"agent_overhead: {reason}; the ABAB workload measurements are skipped")
+    elif not facts:
+        print("agent_overhead: the agent would have no GPU to sample; the ABAB workload measurements are skipped")
+    else:
+        import torch
+        facts["torch"] = torch.__version__
+        for case in cases:
+            with tempfile.TemporaryDirectory(prefix="agent-overhead-") as tmp:
+                (Path(tmp) / "dumps").mkdir()
+                result = run_case(case, args.toggle, args.window, args.skip, args.stall_ms / 1000, Path(tmp))
+            results.append(result)
+            print(f"{result['name']}: overhead {result['overhead_pct']}% (median of {len(result['pair_deltas_pct'])} "
+                  f"per-pair deltas; mean {result['overhead_mean_pct']} +- {result['overhead_sem_pct']}), "
+                  f"off {result['median_off']} on {result['median_on']} steps/s; stall ms/s off "
+                  f"{result['stall_ms_per_s_off']} on {result['stall_ms_per_s_on']}", flush=True)
+    facts.update(cpus=os.cpu_count(), python=platform.python_version(),
+                 method={"toggle": args.toggle, "window_s": args.window, "skip_s": args.skip,
+                         "stall_ms": args.stall_ms})
+    text = report(facts, latencies, results)
+    print(text)
+    if args.json:
+        Path(args.json).write_text(json.dumps({"host": facts, "nvml_latency": latencies, "cases": results},
+                                              indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
