@@ -18,18 +18,9 @@ Patterns are fixed (ours), searched once per line, with no nested quantifiers.
 """
 from __future__ import annotations
 
-import math
 import re
-from typing import NamedTuple
+from ingest.parsers._log_cuda import Hit
 
-
-class Hit(NamedTuple):
-    kind: str
-    name: str
-    attrs: dict
-    severity: str = ""
-    value: float = math.nan
-    unit: str = ""
 
 
 # --- start-up refusals --------------------------------------------------------------------------

@@ -10,3 +10,26 @@ def by_root(report: dict) -> dict[str, str]:
         if key not in out or RANK[f["severity"]] > RANK[out[key]]:
             out[key] = f["severity"]
     return out
+
+
+def assert_diagnosis(report: dict, entry: dict) -> None:
+    """An EXPECTED.yaml entry holds for a report: `root_cause` heads a cluster at `severity` or
+    above (`none`: nothing at warning or above), `absent` keys are not reported, `not_headline`
+    keys head no cluster, and each `mentions` text is in the root cause's explanation."""
+    found = by_root(report)
+    for key in entry.get("absent") or []:
+        assert key not in found, f"{key} reported: {found}"
+    if entry["root_cause"] == "none":
+        loud = {k: s for k, s in found.items() if RANK[s] >= RANK["warning"]}
+        assert not loud, f"healthy input raised {loud}"
+        return
+    key, severity = entry["root_cause"], entry["severity"]
+    assert key in found, f"expected {key}, got {found}"
+    assert RANK[found[key]] >= RANK[severity], f"{key} at {found[key]}, expected >= {severity}"
+    headlines = {c["root_cause"] for c in report["clusters"]}
+    assert key in headlines, f"{key} is not a cluster headline: {sorted(headlines)}"
+    consequences = set(entry.get("not_headline") or [])
+    assert not consequences & headlines, f"consequence(s) head a cluster: {sorted(headlines)}"
+    explained = " ".join(f["explanation"] for f in report["findings"] if f["root_cause"] == key)
+    for text in entry.get("mentions") or []:
+        assert text in explained, f"{text!r} not in the {key} explanation: {explained[:300]}"
