@@ -10,7 +10,6 @@ from types import ModuleType, TracebackType
 from typing import Callable
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from ingest.events import SCHEMA, EventSink, ParseError, ParseReport
 from ingest.io import count_bytes_read
@@ -43,6 +42,7 @@ def parse_artifact(path: Path, out: Path, artifact_id: str, name: str | None = N
     Raises ParseError (naming `name`) when the file is unusable; the Parquet file is
     then not left behind half-written.
     """
+    import pyarrow.parquet as pq  # the service's path only: the CLI keeps its events in memory
     path, out = Path(path), Path(out)
     tmp = out.with_suffix(".parquet.part")
     writer = pq.ParquetWriter(tmp, SCHEMA, compression="zstd")

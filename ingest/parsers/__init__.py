@@ -21,6 +21,7 @@ import json
 import re
 from pathlib import Path
 from types import ModuleType
+from typing import Iterator
 
 from ingest.events import ParseError
 from ingest.io import HEAD_BYTES, read_head
@@ -65,7 +66,16 @@ def _load(name: str) -> ModuleType | None:
 
 
 def registered() -> list[ModuleType]:
-    return [m for m in (_load(n) for n in PARSERS) if m is not None]
+    return list(_in_order())
+
+
+def _in_order() -> Iterator[ModuleType]:
+    """The parser modules in PARSERS order, each imported only when reached: detection stops
+    at the first that takes the file (a Kineto trace never imports the log parser's patterns)."""
+    for n in PARSERS:
+        m = _load(n)
+        if m is not None:
+            yield m
 
 
 def looks_binary(head: bytes) -> bool:
@@ -92,7 +102,7 @@ def detect(path: Path, name: str | None = None) -> ModuleType:
     if not head:
         raise ParseError(name, "byte 0", "readable content (damaged gzip header?)")
     json_like = bool(_JSON_START.match(head)) and not _text_log_opening_with_brace(head, len(head) < HEAD_BYTES)
-    for mod in registered():
+    for mod in _in_order():
         if json_like and mod.FORMAT == "log":
             break  # JSON no JSON parser took is an unknown document, not a log
         if mod.sniff(head, name):

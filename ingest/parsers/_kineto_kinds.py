@@ -13,6 +13,7 @@ from typing import Any
 import orjson
 
 from ingest.events import INT64_MAX, INT64_MIN
+from ingest.parsers._kineto_decode import has_big_int
 
 CATEGORY_KIND = {
     "kernel": "kernel", "Kernel": "kernel",
@@ -55,10 +56,13 @@ def load_args(raw: bytes) -> dict[str, Any]:
     """Args as a dict; integers beyond 64 bits (that orjson refuses) come back as str."""
     if not raw or raw == b"null":
         return {}
-    try:
-        value = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        value = json.loads(raw, parse_int=_int_or_str)
+    if has_big_int(raw):  # orjson reads an integer beyond 64 bits as a float: its digits would be lost
+        value = json.loads(raw)
+    else:
+        try:
+            value = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            value = json.loads(raw, parse_int=_int_or_str)
     return value if isinstance(value, dict) else {"value": value}
 
 

@@ -287,3 +287,49 @@ def test_keys_after_trace_events_past_the_read_ahead_are_reported(tmp_path, corp
     _, report = parse_to_frame(path, tmp_path)
     assert report.meta["base_time_ns"] == doc["baseTimeNanoseconds"]
     assert any("could not be read ahead" in w for w in report.warnings)
+
+
+# ------------------------------------------------------------------ integers beyond 64 bits
+
+def test_integers_beyond_64_bits_keep_their_digits_in_rewritten_attrs(tmp_path, corpus_dir):
+    """A step's attrs are rewritten (the step number added): an integer beyond 64 bits in them
+    stays a string of its digits (orjson alone would have read it as a float)."""
+    doc = load_json(corpus("h200", "cudagraph_abort", "kineto_trace.json.gz"))
+    step = {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#7", "pid": 1, "tid": 1,
+            "ts": doc["traceEvents"][-1].get("ts", 1.0), "dur": 1.0,
+            "args": {"huge": 123456789012345678901234, "neg": -9223372036854775809, "ok": 5}}
+    doc["traceEvents"].append(step)
+    frame, report = parse_to_frame(_write(tmp_path, doc), tmp_path)
+    got = attrs(frame[frame["name"] == "ProfilerStep#7"])
+    assert got == [{"huge": "123456789012345678901234", "neg": "-9223372036854775809", "ok": 5, "step": 7}]
+    assert any("2 integer(s) beyond int64" in w for w in report.warnings)
+
+
+def test_long_digit_runs_flag_every_row_with_an_integer_beyond_int64():
+    """The vectorized prefilter may flag too many rows, never too few (has_big_int decides)."""
+    import random
+
+    import numpy as np
+
+    from ingest.parsers._kineto_decode import has_big_int
+    from ingest.parsers.kineto import _long_digit_runs
+    rng = random.Random(16)
+
+    def piece() -> str:
+        r = rng.random()
+        if r < 0.2:
+            return str(rng.randint(0, 10 ** rng.randint(1, 30)))
+        if r < 0.4:
+            return f"{rng.randint(0, 99)}.{rng.randint(0, 10 ** rng.randint(1, 30))}"
+        if r < 0.5:
+            return "-" + str(rng.randint(10**18, 10**25))
+        if r < 0.6:
+            return f"{rng.randint(10**18, 10**22)}e{rng.randint(1, 9)}"
+        return rng.choice(['{"a":', "}", ",", '"x"', "[", "]", ".", " ", "e"])
+
+    for _ in range(500):
+        raws = ["".join(piece() for _ in range(rng.randint(0, 8))).encode() for _ in range(rng.randint(1, 12))]
+        offsets = np.zeros(len(raws) + 1, np.int64)
+        np.cumsum([len(r) for r in raws], out=offsets[1:])
+        flagged = set(_long_digit_runs(b"".join(raws), offsets).tolist())
+        assert {i for i, r in enumerate(raws) if has_big_int(r)} <= flagged

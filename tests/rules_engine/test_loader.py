@@ -159,6 +159,32 @@ def test_builtin_pack_validates():
     assert validate_files([loader.BUILTIN_DIR]) == []
 
 
+def test_builtin_pack_is_cached_until_a_rule_changes(tmp_path, monkeypatch):
+    """The checked pack is read back from TRACEDOC_CACHE; an edited rule file is checked again."""
+    builtin = tmp_path / "builtin"
+    builtin.mkdir()
+    pack = builtin / "pack.yaml"
+    pack.write_text(rule_text("match:\n  a: {kind: error}\ncondition: a\n", name="one"))
+    monkeypatch.setattr(loader, "BUILTIN_DIR", builtin)
+    monkeypatch.setenv("TRACEDOC_CACHE", str(tmp_path / "cache"))
+    first = load_rule_dirs(None)
+    assert (tmp_path / "cache" / "builtin-rules.marshal").is_file()
+
+    def no_checks(*args, **kwargs):
+        raise AssertionError("a cached pack is not checked again")
+    with monkeypatch.context() as m:
+        m.setattr(loader, "check_text", no_checks)
+        assert load_rule_dirs(None) == first
+    pack.write_text(rule_text("match:\n  a: {kind: oom}\ncondition: a\n", name="one", severity="critical"))
+    assert [r.severity for r in load_rule_dirs(None)] == ["critical"]
+    pack.write_text(rule_text("match:\n  a: {kind: oom}\ncondition: b\n", name="one"))
+    with pytest.raises(RuleError):  # a broken pack is never served from the cache
+        load_rule_dirs(None)
+    monkeypatch.setenv("TRACEDOC_CACHE", "")  # empty: no cache at all
+    pack.write_text(rule_text("match:\n  a: {kind: oom}\ncondition: a\n", name="one"))
+    assert [r.id for r in load_rule_dirs(None)] == ["test.one"]
+
+
 def test_validate_main_prints_file_line_col(tmp_path, capsys):
     good, bad = tmp_path / "good.yaml", tmp_path / "bad.yaml"
     good.write_text(rule_text("match:\n  a: {kind: error}\ncondition: a\n"))
