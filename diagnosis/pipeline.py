@@ -43,25 +43,33 @@ class ArtifactResult:
 
 def parse_one(name: str, path: Path, workdir: Path,
               progress: Callable[[int], None] | None = None) -> ArtifactResult:
-    """Parse one file; an unusable file gives a result with `error`, never an exception. A
-    parser bug is contained the same way (flagged `internal_error`), so one file cannot take
-    the diagnosis of the others down."""
-    from ingest.parse import InternalParseError
+    """Parse one file to its Parquet file; an unusable file gives a result with `error`, never
+    an exception (see `_contained`)."""
     out = Path(workdir) / (_safe_stem(name) + ".parquet")
+
+    def parse() -> ArtifactResult:
+        report: ParseReport = parse_artifact(Path(path), out, artifact_id=name, name=name, progress=progress)
+        return ArtifactResult(name=name, format=report.format, events=report.events,
+                              warnings=report.summary_warnings(), parquet=out, meta=report.meta)
+    return _contained(name, parse)
+
+
+def _contained(name: str, parse: Callable[[], ArtifactResult]) -> ArtifactResult:
+    """One file's parse with its failures kept on its result: an unusable file is `error`; a
+    parser bug (or storage, the Parquet writer) is flagged `internal_error` too, so one file
+    cannot take the diagnosis of the others down."""
+    from ingest.parse import InternalParseError
     try:
-        report: ParseReport = parse_artifact(Path(path), out, artifact_id=name, name=name,
-                                             progress=progress)
+        return parse()
     except InternalParseError as e:
         return ArtifactResult(name=name, error=str(e), internal_error=True)
     except ParseError as e:
         return ArtifactResult(name=name, error=str(e))
-    except Exception as e:  # outside the parser (storage, Parquet writer): still not this trace's fault
+    except Exception as e:  # outside the parser: still not this trace's fault
         what = f"{type(e).__name__}: {e}"[:300]
         return ArtifactResult(name=name, internal_error=True,
                               error=f"{name}: internal error while parsing ({what}): a tracedoc bug, not a "
                                     "problem with the file; the other files were still diagnosed")
-    return ArtifactResult(name=name, format=report.format, events=report.events,
-                          warnings=report.summary_warnings(), parquet=out, meta=report.meta)
 
 
 def _safe_stem(name: str) -> str:
@@ -220,21 +228,14 @@ def _no_huge_pages() -> None:
 def parse_in_memory(name: str, path: Path,
                     progress: Callable[[int, int], None] | None = None) -> ArtifactResult:
     """parse_one without the Parquet file: the events stay in `table` for a diagnosis in
-    this process. Unusable files and parser bugs are contained as in parse_one."""
-    from ingest.parse import InternalParseError, parse_to_table
-    try:
+    this process."""
+    from ingest.parse import parse_to_table
+
+    def parse() -> ArtifactResult:
         report, table = parse_to_table(Path(path), artifact_id=name, name=name, progress=progress)
-    except InternalParseError as e:
-        return ArtifactResult(name=name, error=str(e), internal_error=True)
-    except ParseError as e:
-        return ArtifactResult(name=name, error=str(e))
-    except Exception as e:  # outside the parser: still not this trace's fault
-        what = f"{type(e).__name__}: {e}"[:300]
-        return ArtifactResult(name=name, internal_error=True,
-                              error=f"{name}: internal error while parsing ({what}): a tracedoc bug, not a "
-                                    "problem with the file; the other files were still diagnosed")
-    return ArtifactResult(name=name, format=report.format, events=report.events,
-                          warnings=report.summary_warnings(), meta=report.meta, table=table)
+        return ArtifactResult(name=name, format=report.format, events=report.events,
+                              warnings=report.summary_warnings(), meta=report.meta, table=table)
+    return _contained(name, parse)
 
 
 class _ProgressBar:

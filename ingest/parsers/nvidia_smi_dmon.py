@@ -38,8 +38,7 @@ def sniff(head: bytes, name: str) -> bool:
 def parse(path, sink: EventSink, report: ParseReport) -> None:
     names: list[str] = []
     units: list[str] = []
-    rows = 0
-    day_offset, last_tod = 0, None
+    clock = RowClock()
     for lineno, line in iter_lines(path):
         if not line.strip():
             continue
@@ -57,17 +56,10 @@ def parse(path, sink: EventSink, report: ParseReport) -> None:
             report.skipped["row not matching the header"] += 1
             continue
         row = dict(zip(names, cells))
-        tod = _time_of_day(row.get("time", ""))
-        if "time" in row and tod is None:
+        ts = clock.stamp(row)
+        if ts is None:
             report.skipped["row with a bad time"] += 1
             continue
-        ts = rows
-        if tod is not None:
-            if last_tod is not None and tod < last_tod - DAY_NS // 2:
-                day_offset += DAY_NS  # past midnight
-            last_tod = tod
-            ts = _date_ns(row.get("date", "")) + day_offset + tod
-        rows += 1
         device = device_index(row.get("gpu"))
         for i, (col, text) in enumerate(zip(names, cells)):
             if col not in COLUMNS or text == "-":
@@ -85,15 +77,43 @@ def parse(path, sink: EventSink, report: ParseReport) -> None:
             if col == "dbecc" and value > 0:
                 sink.emit(ts=ts, kind="error", name="EccUncorrectable", device=device, value=value,
                           severity="critical", loc=loc, attrs={"field": "dbecc"})
-    if not rows:
+    if not clock.rows:
         raise ParseError(str(path), "line 1", "nvidia-smi dmon rows under a '# gpu ...' header")
-    if "time" not in names:
-        report.meta["clock"] = clock_meta("none", "dmon without -o T: rows are in capture order, 1 s apart")
-    elif "date" not in names:
-        report.meta["clock"] = clock_meta("unix", "dmon -o T: time of day only, date and zone unknown",
-                                          date_assumed=True, tz_assumed=True)
-    else:
-        report.meta["clock"] = clock_meta("unix", "dmon -o DT: local time read as UTC", tz_assumed=True)
+    report.meta["clock"] = clock.meta(names, "dmon", "rows are in capture order, 1 s apart")
+
+
+class RowClock:
+    """Time of each dmon/pmon row: `-o T` gives the time of day (a wrap past midnight moves
+    to the next day), `-o DT` adds the local date; without a time column a row's time is
+    its index in capture order."""
+
+    def __init__(self) -> None:
+        self.rows = 0
+        self._day_offset = 0
+        self._last_tod: int | None = None
+
+    def stamp(self, row: dict) -> int | None:
+        """The row's time in ns; None when its time column is unreadable (the row is skipped)."""
+        tod = _time_of_day(row.get("time", ""))
+        if "time" in row and tod is None:
+            return None
+        ts = self.rows
+        if tod is not None:
+            if self._last_tod is not None and tod < self._last_tod - DAY_NS // 2:
+                self._day_offset += DAY_NS  # past midnight
+            self._last_tod = tod
+            ts = _date_ns(row.get("date", "")) + self._day_offset + tod
+        self.rows += 1
+        return ts
+
+    @staticmethod
+    def meta(names: list[str], tool: str, unstamped: str) -> dict:
+        if "time" not in names:
+            return clock_meta("none", f"{tool} without -o T: {unstamped}")
+        if "date" not in names:
+            return clock_meta("unix", f"{tool} -o T: time of day only, date and zone unknown",
+                              date_assumed=True, tz_assumed=True)
+        return clock_meta("unix", f"{tool} -o DT: local time read as UTC", tz_assumed=True)
 
 
 def _time_of_day(text: str) -> int | None:

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from ingest.events import EventSink, ParseError, ParseReport, clamp_int
 from ingest.parsers._nvsmi import device_index
-from ingest.parsers._telemetry import clock_meta, iter_lines
-from ingest.parsers.nvidia_smi_dmon import DAY_NS, _date_ns, _time_of_day
+from ingest.parsers._telemetry import iter_lines
+from ingest.parsers.nvidia_smi_dmon import RowClock
 
 FORMAT = "nvidia_smi_pmon"
 SOURCE = "nvidia_smi"
@@ -38,8 +38,8 @@ def sniff(head: bytes, name: str) -> bool:
 def parse(path, sink: EventSink, report: ParseReport) -> None:
     names: list[str] = []
     units: list[str] = []
-    rows = processes = 0
-    day_offset, last_tod = 0, None
+    processes = 0
+    clock = RowClock()
     for lineno, line in iter_lines(path):
         if not line.strip():
             continue
@@ -61,32 +61,19 @@ def parse(path, sink: EventSink, report: ParseReport) -> None:
             report.skipped["row not matching the header"] += 1
             continue
         row = dict(zip(names, cells))
-        tod = _time_of_day(row.get("time", ""))
-        if "time" in row and tod is None:
+        ts = clock.stamp(row)
+        if ts is None:
             report.skipped["row with a bad time"] += 1
             continue
-        ts = rows
-        if tod is not None:
-            if last_tod is not None and tod < last_tod - DAY_NS // 2:
-                day_offset += DAY_NS  # past midnight
-            last_tod = tod
-            ts = _date_ns(row.get("date", "")) + day_offset + tod
-        rows += 1
         pid = clamp_int(row.get("pid"))
         if pid < 0:
             continue  # "-": no process on this GPU in this interval
         processes += 1
         _emit_row(sink, report, ts, row, names, units, pid, loc)
-    if not rows:
+    if not clock.rows:
         raise ParseError(str(path), "line 1", "nvidia-smi pmon rows under a '# gpu pid type ...' header")
     report.meta["processes_seen"] = processes
-    if "time" not in names:
-        report.meta["clock"] = clock_meta("none", "pmon without -o T: rows are in capture order")
-    elif "date" not in names:
-        report.meta["clock"] = clock_meta("unix", "pmon -o T: time of day only, date and zone unknown",
-                                          date_assumed=True, tz_assumed=True)
-    else:
-        report.meta["clock"] = clock_meta("unix", "pmon -o DT: local time read as UTC", tz_assumed=True)
+    report.meta["clock"] = RowClock.meta(names, "pmon", "rows are in capture order")
 
 
 def _emit_row(sink: EventSink, report: ParseReport, ts: int, row: dict, names: list[str],
