@@ -6,7 +6,7 @@ STAMP   := $(VENV)/.installed
 HOST    ?= 127.0.0.1
 PORT    ?= 8000
 
-.PHONY: install run test test-fast bench services coverage-doc clean
+.PHONY: install run test test-fast lint-imports bench services coverage-doc clean
 
 install: $(STAMP)
 
@@ -20,9 +20,14 @@ run: install
 	scripts/run.sh $(HOST) $(PORT)
 
 test: install
+	$(BIN)/lint-imports
 	scripts/ensure-services.sh
 	scripts/ensure-chromium.sh
 	$(BIN)/python -m pytest
+
+# The layers pyproject.toml's [tool.importlinter] declares (make test runs it first).
+lint-imports: install
+	$(BIN)/lint-imports
 
 # Unit tests only: no PostgreSQL/worker/browser (tasks are still queued on the real Redis).
 test-fast: install

@@ -1,6 +1,7 @@
 from django.contrib import admin
+from django.utils import timezone
 
-from accounts.models import Team
+from accounts.models import ApiToken, Team
 
 
 @admin.register(Team)
@@ -8,3 +9,22 @@ class TeamAdmin(admin.ModelAdmin):
     list_display = ("slug", "name", "created_at")
     prepopulated_fields = {"slug": ("name",)}
     filter_horizontal = ("members",)
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):
+    """Tokens are issued with `manage.py createtoken` (the key is shown once); here they are
+    listed, given an expiry or revoked. The key itself is nowhere: only its hash is stored."""
+    list_display = ("user", "name", "prefix", "created_at", "expires_at", "last_used_at", "revoked_at")
+    list_filter = ("revoked_at",)
+    search_fields = ("user__username", "name", "prefix")
+    fields = ("user", "name", "prefix", "created_at", "expires_at", "last_used_at", "revoked_at")
+    readonly_fields = ("user", "prefix", "created_at", "last_used_at")
+    actions = ["revoke"]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    @admin.action(description="Revoke the selected tokens")
+    def revoke(self, request, queryset):
+        queryset.filter(revoked_at__isnull=True).update(revoked_at=timezone.now())

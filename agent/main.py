@@ -77,17 +77,35 @@ def _open(args):
     spool = Spool(args.spool, args.spool_max)
     shipper = None
     if args.server:
-        token = read_token(args)
-        if not token:
-            raise SystemExit("tracedoc-agent: no token: give --token, --token-file or set TRACEDOC_TOKEN")
-        shipper = Shipper(spool, ApiClient(args.server, token))
+        shipper = Shipper(spool, ApiClient(args.server, _token(args)), backoff_max=args.retry_max)
     return spool, shipper
+
+
+def _token(args) -> str:
+    token = read_token(args)
+    if not token:
+        raise SystemExit("tracedoc-agent: no token: give --token, --token-file or set TRACEDOC_TOKEN")
+    return token
+
+
+def _heartbeat(args, spool, shipper, host: str, setup=None):
+    """A heartbeat factory for `run` and `wrap` (None without a server or with --no-heartbeat):
+    its own HTTP session, so it never waits on an upload in flight."""
+    from agent.heartbeat import Heartbeat
+    from agent.nvml_sampler import gpu_inventory
+    from agent.uploader import ApiClient
+    if not args.server or not args.heartbeat:
+        return None
+    client = ApiClient(args.server, _token(args))
+    return lambda on_demand: Heartbeat(client, host, spool, shipper, args.heartbeat, on_demand,
+                                       gpus=gpu_inventory, setup=setup)
 
 
 def cmd_run(args) -> int:
     from agent.capture import Capture, base_labels, run_loop
     from agent.dumps import DumpWatcher
     from agent.nvml_sampler import open_sampler
+    from agent.on_demand import OnDemand
     from agent.placement import place_thread
     from agent.tailer import LogTailer
 
@@ -107,6 +125,11 @@ def cmd_run(args) -> int:
         signal.signal(sig, lambda *_: stop.set())
     shipping = threading.Thread(target=shipper.run, name="shipper", daemon=True)
     shipping.start()
+    heartbeat = _heartbeat(args, spool, shipper, labels["host"])
+    if heartbeat:
+        capture_dir = args.capture_dir or str(spool.root / "capture")
+        heartbeat = heartbeat(OnDemand(Path(capture_dir), spool, labels, shipper.submit, args.capture_timeout)).start()
+        log.info("heartbeat every %.0f s; on-demand captures go through %s", args.heartbeat, capture_dir)
     log.info("capturing into %s; shipping to %s every %.0f s", spool.root, args.server, args.ship_every)
 
     def close_window(start: float, end: float, chunks) -> None:
@@ -115,6 +138,8 @@ def cmd_run(args) -> int:
     window_start = run_loop(capture, stop, args.interval, min(args.collect_every, args.ship_every),
                             args.ship_every, close_window)
     log.info("stopping: bundling the last window and shipping for up to %.0f s", args.ship_timeout)
+    if heartbeat:
+        heartbeat.stop()
     shipper.close()  # the windows already closed are bundled first, in order
     shipping.join()
     capture.finish(labels, window_start, time.time())
@@ -137,7 +162,10 @@ def cmd_wrap(args) -> int:
     sampler = open_sampler(args.interval, labels["host"], args.pcie,  # placed in its own thread only:
                            setup=lambda: place_thread(args.nice, args.cpus))  # the command keeps its priority
     return wrap(cmd, spool, labels, sampler, shipper, args.ship_timeout,
-                log_globs=args.logs, dump_dirs=args.dumps, logs_from_start=args.from_start)
+                log_globs=args.logs, dump_dirs=args.dumps, logs_from_start=args.from_start,
+                heartbeat=_heartbeat(args, spool, shipper, labels["host"],
+                                     setup=lambda: place_thread(args.nice, args.cpus)),
+                capture_timeout=args.capture_timeout)
 
 
 def cmd_ship(args) -> int:
@@ -202,6 +230,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="bound of the spool; the oldest files go first (default 2GiB)")
         s.add_argument("--ship-timeout", type=duration, default=ship_timeout,
                        help="how long to keep retrying at exit (default %(default)s s)")
+        s.add_argument("--retry-max", type=duration, default=300.0,
+                       help="longest wait between tries to ship while the server is unreachable (default 300 s)")
 
     def placement_args(s):
         s.add_argument("--pcie", action="store_true",
@@ -225,12 +255,22 @@ def build_parser() -> argparse.ArgumentParser:
                             "snapshots (*.pickle) appear")
         s.add_argument("--labels", nargs="+", type=label, default=[], metavar="KEY=VALUE",
                        help="labels added to every bundle (host, agent version and window are added)")
+        s.add_argument("--heartbeat", type=duration, default=30.0,
+                       help="tell the server this host is alive, and take its capture requests, this often "
+                            "(default 30 s)")
+        s.add_argument("--no-heartbeat", dest="heartbeat", action="store_const", const=0.0,
+                       help="no heartbeat, hence no on-demand captures")
+        s.add_argument("--capture-timeout", type=duration, default=600.0,
+                       help="how long an on-demand capture may take before it is reported failed (default 600 s)")
 
     r = sub.add_parser("run", help="capture continuously and ship every --ship-every")
     server_args(r, 30.0)
     capture_args(r)
     r.add_argument("--ship-every", type=duration, default=60.0, help="bundle window (default 60s)")
     r.add_argument("--collect-every", type=duration, default=5.0, help=argparse.SUPPRESS)
+    r.add_argument("--capture-dir", default=os.environ.get("TRACEDOC_CAPTURE_DIR"),
+                   help="the folder through which programs (agent.hook) take on-demand captures "
+                        "(default $TRACEDOC_CAPTURE_DIR, else capture/ in the spool)")
     r.set_defaults(func=cmd_run)
 
     w = sub.add_parser("wrap", help="run a command under capture: wrap [options] -- CMD ...")

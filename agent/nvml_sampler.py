@@ -347,3 +347,33 @@ def open_sampler(interval: float, host: str | None = None, pcie: bool = False,
              ", PCIe traffic included" if pcie else "")
     sampler = Sampler(reader, interval, host)
     return sampler.start(setup) if start else sampler
+
+
+def gpu_inventory(nvml=None) -> list[dict]:
+    """What the heartbeat says about the GPUs: index, name, UUID, memory, driver. Read once,
+    off the sampling thread, with its own NVML session; [] where NVML is unusable."""
+    if nvml is None:
+        try:
+            import pynvml as nvml
+        except ImportError:
+            return []
+    try:
+        nvml.nvmlInit()
+    except nvml.NVMLError:
+        return []
+    gpus = []
+    try:
+        driver = _text(nvml.nvmlSystemGetDriverVersion())
+        for i in range(nvml.nvmlDeviceGetCount()):
+            h = nvml.nvmlDeviceGetHandleByIndex(i)
+            gpus.append({"index": i, "name": _text(nvml.nvmlDeviceGetName(h)), "uuid": _text(nvml.nvmlDeviceGetUUID(h)),
+                         "memory_total": int(nvml.nvmlDeviceGetMemoryInfo(h).total), "driver": driver})
+    except nvml.NVMLError as e:
+        log.warning("GPU inventory incomplete: %s", e)
+    finally:
+        nvml.nvmlShutdown()
+    return gpus
+
+
+def _text(value) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)

@@ -6,7 +6,9 @@ Layout under the root:
              trace (nvml_samples.jsonl, logs/train.log, dumps/nccl_trace_rank_0) captured
              over time in pieces; a bundle joins each stream's pieces back into one file.
   outbox/    bundles `<time_ns>-<seq>.tar.gz`, each with its labels in `<time_ns>-<seq>.json`,
-             shipped oldest first
+             shipped oldest first. The labels file also holds the bundle's idempotency key, made
+             with it: every try to ship it sends the same key, so it becomes one trace however
+             many tries it takes (an answer lost on the way counts as a failed try)
   rejected/  bundles the server refused for good (bad request, too large), kept to look at
 
 Every file appears by os.replace from tmp/, so no reader ever sees half a file. The spool is
@@ -14,6 +16,7 @@ bounded: past `max_bytes`, the oldest files are dropped first, with a warning.
 """
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import logging
@@ -23,6 +26,7 @@ import shutil
 import tarfile
 import threading
 import time
+import uuid
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,8 +55,19 @@ class Bundle:
 
     @property
     def meta(self) -> dict:
-        """{"labels": {...}, "name": ..., "streams": [...]}"""
+        """{"labels": {...}, "name": ..., "streams": [...], "key": ...}"""
         return json.loads(self.labels_path.read_text())
+
+    @property
+    def key(self) -> str:
+        """The idempotency key; a bundle spooled before keys existed is named by its content."""
+        if key := self.meta.get("key"):
+            return key
+        digest = hashlib.sha256()
+        with open(self.path, "rb") as f:
+            while block := f.read(_COPY_CHUNK):
+                digest.update(block)
+        return "sha256:" + digest.hexdigest()
 
     @property
     def size(self) -> int:
@@ -129,7 +144,24 @@ class Spool:
         streams: dict[str, list[Path]] = defaultdict(list)
         for c in chunks:
             streams[c.name.split("--", 1)[1].replace("+", "/")].append(c)
-        meta = {"labels": labels, "name": name, "streams": sorted(streams)}
+        bundle = self._write_bundle(streams, labels, name)
+        for c in chunks:
+            c.unlink(missing_ok=True)
+        self.enforce_bound()
+        return bundle
+
+    def bundle_files(self, files: dict[str, Path], labels: dict[str, str], name: str = "") -> Bundle | None:
+        """A bundle straight from files (stream name -> path), not from the chunks: an
+        on-demand capture ships on its own, never inside a window's bundle. None if no files."""
+        streams = {safe_stream(stream): [Path(p)] for stream, p in files.items()}
+        if not streams:
+            return None
+        bundle = self._write_bundle(streams, labels, name)
+        self.enforce_bound()
+        return bundle
+
+    def _write_bundle(self, streams: dict[str, list[Path]], labels: dict[str, str], name: str) -> Bundle:
+        meta = {"labels": labels, "name": name, "streams": sorted(streams), "key": uuid.uuid4().hex}
         stem = self._new_name()
         labels_path = self._publish(lambda f: f.write(json.dumps(meta).encode()), self.outbox / f"{stem}.json")
 
@@ -142,11 +174,7 @@ class Spool:
                     info.mode = 0o644
                     tar.addfile(info, _Concat(parts))
 
-        bundle = Bundle(self._publish(write_tar, self.outbox / f"{stem}.tar.gz"), labels_path)
-        for c in chunks:
-            c.unlink(missing_ok=True)
-        self.enforce_bound()
-        return bundle
+        return Bundle(self._publish(write_tar, self.outbox / f"{stem}.tar.gz"), labels_path)
 
     # -- shipping side ---------------------------------------------------------------------
 

@@ -2,8 +2,9 @@
 and the shipping loop that empties the spool's outbox with retries and backoff.
 
 API (DESIGN.md "Interfaces"): `POST /api/v1/traces/?wait=S` (multipart `files`, `labels` JSON,
-`name`, `team`), `GET /api/v1/traces/{id}/`, `GET /api/v1/traces/{id}/report/`, with the header
-`Authorization: Token <key>`.
+`name`, `team`; the header `Idempotency-Key` makes a bundle sent twice one trace),
+`GET /api/v1/traces/{id}/`, `GET /api/v1/traces/{id}/report/`, `POST /api/v1/hosts/heartbeat/`,
+with the header `Authorization: Token <key>`.
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import queue
 import random
 import time
 import uuid
+from collections import deque
 from typing import BinaryIO, Callable
 
 import requests
@@ -26,6 +28,7 @@ log = logging.getLogger(__name__)
 CONNECT_TIMEOUT_S = 10
 READ_TIMEOUT_S = 120  # past the server's own wait, when asked to wait
 RETRYABLE_STATUS = {408, 425, 429, 500, 502, 503, 504}
+SHIPPED_KEPT = 20  # answers kept in memory (a long `run` ships a bundle a minute)
 _NO_JOB = object()  # the wait for a job timed out: time to retry shipping
 
 
@@ -95,14 +98,21 @@ class ApiClient:
                                      "User-Agent": f"tracedoc-agent/{__version__}"})
 
     def upload(self, files: list[tuple[str, BinaryIO]], labels: dict[str, str] | None = None,
-               wait: float = 0, name: str = "", team: str = "") -> dict:
-        """POST the files as one trace; with `wait`, the server answers once done (or after `wait` s)."""
+               wait: float = 0, name: str = "", team: str = "", idempotency_key: str = "") -> dict:
+        """POST the files as one trace; with `wait`, the server answers once done (or after `wait` s).
+        With `idempotency_key`, sending the same files again answers with the trace they made."""
         fields = {k: v for k, v in (("labels", json.dumps(labels) if labels else ""), ("name", name),
                                     ("team", team)) if v}
         body = MultipartBody(fields, files)
+        headers = {"Content-Type": body.content_type}
+        if idempotency_key:
+            headers["Idempotency-Key"] = idempotency_key
         return self._call("POST", "/api/v1/traces/", params={"wait": int(wait)} if wait else None,
-                          data=body, headers={"Content-Type": body.content_type},
-                          timeout=(CONNECT_TIMEOUT_S, READ_TIMEOUT_S + wait))
+                          data=body, headers=headers, timeout=(CONNECT_TIMEOUT_S, READ_TIMEOUT_S + wait))
+
+    def heartbeat(self, beat: dict) -> dict:
+        """Say the agent is alive; the answer lists the capture requests to run."""
+        return self._call("POST", "/api/v1/hosts/heartbeat/", json=beat, timeout=(CONNECT_TIMEOUT_S, 30))
 
     def trace(self, trace_id) -> dict:
         return self._call("GET", f"/api/v1/traces/{trace_id}/")
@@ -150,7 +160,7 @@ class Shipper:
         self.spool, self.client = spool, client
         self.backoff_base, self.backoff_max, self.jitter = backoff_base, backoff_max, jitter
         self.failures = 0
-        self.shipped: list[dict] = []  # the server's answers, newest last
+        self.shipped: deque[dict] = deque(maxlen=SHIPPED_KEPT)  # the server's latest answers, newest last
         self.jobs: queue.SimpleQueue = queue.SimpleQueue()
 
     def ship_pending(self) -> bool:
@@ -175,8 +185,10 @@ class Shipper:
 
     def _ship(self, bundle: Bundle) -> None:
         meta, size = bundle.meta, bundle.size
+        key = bundle.key
         with open(bundle.path, "rb") as f:
-            answer = self.client.upload([(bundle.path.name, f)], meta["labels"], name=meta.get("name", ""))
+            answer = self.client.upload([(bundle.path.name, f)], meta["labels"], name=meta.get("name", ""),
+                                        idempotency_key=key)
         self.spool.remove(bundle)
         self.shipped.append(answer)
         log.info("shipped %s (%s bytes): trace %s %s", bundle.path.name, f"{size:,}",

@@ -4,7 +4,12 @@ The command runs with the NCCL flight recorder on and dumping into the spool, NC
 logging at INFO (each only where the environment does not already say otherwise). Its
 stdout and stderr still reach the terminal and are also kept as one log. NVML is sampled
 while it runs. When it exits, the log, the samples and any dumps become one bundle, labelled
-with the exit code, and are shipped. The wrapper exits with the command's exit code.
+with the exit code (and the signal that ended it, if one did), and are shipped. The wrapper
+exits with the command's exit code.
+
+With a heartbeat, the agent also takes on-demand captures for the command: its environment
+names a capture folder (TRACEDOC_CAPTURE_DIR) that the program's hook (agent.hook) polls, and
+each result ships as a trace of its own while the command runs.
 """
 from __future__ import annotations
 
@@ -19,10 +24,14 @@ import threading
 import time
 from collections import deque
 from pathlib import Path
-from typing import BinaryIO, Iterable, Mapping
+from typing import BinaryIO, Callable, Iterable, Mapping
 
 from agent.capture import Capture
 from agent.dumps import DUMP_PATTERNS, DumpWatcher
+from agent.heartbeat import Heartbeat
+from agent.hook import ENV_VAR as CAPTURE_DIR_VAR
+from agent.on_demand import DEFAULT_TIMEOUT_S as DEFAULT_CAPTURE_TIMEOUT_S
+from agent.on_demand import OnDemand
 from agent.nvml_sampler import Sampler
 from agent.spool import Spool
 from agent.tailer import LogTailer
@@ -42,11 +51,13 @@ LOG_HEAD_BYTES = 256 << 20
 LOG_TAIL_BYTES = 64 << 20
 
 
-def capture_env(base: Mapping[str, str], dump_dir: Path) -> tuple[dict[str, str], Path]:
+def capture_env(base: Mapping[str, str], dump_dir: Path, capture_dir: Path | None = None) -> tuple[dict[str, str], Path]:
     """The command's environment, and the dump path prefix the flight recorder will use."""
     env = dict(base)
     for key, value in ENV_DEFAULTS.items():
         env.setdefault(key, value)
+    if capture_dir is not None:
+        env.setdefault(CAPTURE_DIR_VAR, str(capture_dir))
     prefix = next((env[v] for v in DUMP_PREFIX_VARS if env.get(v)), str(dump_dir / "nccl_trace_rank_"))
     for var in DUMP_PREFIX_VARS:
         env[var] = prefix
@@ -112,11 +123,16 @@ def _tee(fd: int, terminal: BinaryIO, out: BoundedLog) -> None:
 def wrap(cmd: list[str], spool: Spool, labels: dict[str, str], sampler: Sampler | None = None,
          shipper: Shipper | None = None, ship_timeout: float = 120.0, log_globs: Iterable[str] = (),
          dump_dirs: Iterable[str] = (), logs_from_start: bool = False,
-         stdout: BinaryIO | None = None, stderr: BinaryIO | None = None) -> int:
-    """Run `cmd` under capture; returns its exit code (128+N when killed by signal N)."""
+         stdout: BinaryIO | None = None, stderr: BinaryIO | None = None,
+         heartbeat: Callable[[OnDemand], Heartbeat] | None = None,
+         capture_timeout: float = DEFAULT_CAPTURE_TIMEOUT_S) -> int:
+    """Run `cmd` under capture; returns its exit code (128+N when killed by signal N).
+    `heartbeat(on_demand)` makes the heartbeat that runs while the command does."""
     work = spool.root / "wrap" / f"{time.time_ns()}-{os.getpid()}"
     work.mkdir(parents=True)
-    env, prefix = capture_env(os.environ, work)
+    env, prefix = capture_env(os.environ, work, work / "capture" if heartbeat else None)
+    services = (_Services(spool, labels, shipper, Path(env[CAPTURE_DIR_VAR]), heartbeat, capture_timeout)
+                if heartbeat else None)
     dumps = DumpWatcher([prefix.parent, *dump_dirs], spool, patterns=(prefix.name + "*", *DUMP_PATTERNS))
     capture = Capture(spool, sampler, LogTailer(log_globs, spool, logs_from_start) if log_globs else None, dumps)
     output = BoundedLog(work / "output.log")
@@ -130,6 +146,8 @@ def wrap(cmd: list[str], spool: Spool, labels: dict[str, str], sampler: Sampler 
         if sampler:
             sampler.stop()
         return 127
+    if services:
+        services.start()
     tees = [threading.Thread(target=_tee, args=(pipe.fileno(), term, output), daemon=True)
             for pipe, term in ((proc.stdout, stdout or sys.stdout.buffer), (proc.stderr, stderr or sys.stderr.buffer))]
     for t in tees:
@@ -144,10 +162,14 @@ def wrap(cmd: list[str], spool: Spool, labels: dict[str, str], sampler: Sampler 
     for t in tees:
         t.join()
     output.close()
+    if services:
+        services.stop()
     rc = proc.returncode if proc.returncode >= 0 else 128 - proc.returncode
     spool.add_file(f"logs/{Path(cmd[0]).name}-{proc.pid}.log", output.path)
     command = " ".join(shlex.join(cmd).split())  # one line, for a label and a title
     outcome = {"capture": "wrap", "command": command[:200], "exit_code": str(rc), "failed": "true" if rc else "false"}
+    if proc.returncode < 0:
+        outcome["signal"] = _signal_name(-proc.returncode)
     bundle = capture.finish({**labels, **outcome}, started, time.time(),
                             name=f"{labels.get('host', '')}: {command[:120]} (exit {rc})")
     shutil.rmtree(work, ignore_errors=True)
@@ -155,6 +177,39 @@ def wrap(cmd: list[str], spool: Spool, labels: dict[str, str], sampler: Sampler 
         log.warning("%s exited with %d; flagged in the bundle's labels", cmd[0], rc)
     _ship(bundle, spool, shipper, ship_timeout)
     return rc
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+class _Services:
+    """What runs beside the command when the agent heartbeats: the heartbeat (which takes
+    capture requests into the command's capture folder) and the shipping thread (which ships
+    each capture's result as it comes, not at the end)."""
+
+    def __init__(self, spool: Spool, labels: dict[str, str], shipper: Shipper | None, capture_dir: Path,
+                 heartbeat: Callable[[OnDemand], Heartbeat], capture_timeout: float):
+        self.shipper = shipper
+        deliver = shipper.submit if shipper else (lambda job: job())  # no server: results wait in the spool
+        self.on_demand = OnDemand(capture_dir, spool, labels, deliver, capture_timeout)
+        self.heartbeat = heartbeat(self.on_demand)
+        self.shipping = threading.Thread(target=shipper.run, name="shipper", daemon=True) if shipper else None
+
+    def start(self) -> None:
+        if self.shipping:
+            self.shipping.start()
+        self.heartbeat.start()
+
+    def stop(self) -> None:
+        self.heartbeat.stop()
+        self.on_demand.poll()  # a result written as the command ended
+        if self.shipping:
+            self.shipper.close()
+            self.shipping.join()
 
 
 def _ship(bundle, spool: Spool, shipper: Shipper | None, timeout: float) -> None:

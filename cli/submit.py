@@ -4,7 +4,10 @@ Files go as they are; each folder goes as one tar.gz. All of them form one trace
 is rendered like `tracedoc diagnose` renders it, and the exit status means the same: 0 nothing
 at or above --fail-on, 1 findings at or above it, 2 unusable input, and also 2 when the server
 cannot be reached, refuses the token or the upload, or the diagnosis fails or does not finish
-within --wait.
+within --timeout. Every format names the trace's web page, so a CI log points to it.
+
+Runs with `requests` alone (the `tracedoc-client` distribution, client/): nothing on this path
+imports Django, pandas or pyarrow (tests/cli/test_slim_client.py).
 """
 from __future__ import annotations
 
@@ -18,8 +21,12 @@ import time
 from pathlib import Path
 from typing import BinaryIO
 
-from cli.output import EXIT_BAD_INPUT, print_report
+from cli.output import EXIT_BAD_INPUT, EXIT_OK, FORMATS, print_report
+from diagnosis.results import Report
+from rules.severity import SEVERITIES
+
 SERVER_MAX_WAIT_S = 300  # the server answers ?wait= for at most this long; longer waits poll
+DEFAULT_TIMEOUT_S = 300.0
 POLL_S = 2.0
 
 
@@ -30,12 +37,20 @@ def add_submit_parser(sub) -> None:
                    help="server URL, e.g. https://tracedoc.example.com (default $TRACEDOC_SERVER)")
     s.add_argument("--token", default=os.environ.get("TRACEDOC_TOKEN"),
                    help="API token (default $TRACEDOC_TOKEN, which keeps it out of the process list)")
-    s.add_argument("--labels", help='labels as a JSON object, e.g. \'{"branch": "main", "ci": "true"}\'')
+    s.add_argument("--labels", action="append", default=[], metavar="KEY=VALUE[,KEY=VALUE]",
+                   help="labels, e.g. branch=main,ci=true (repeatable; a JSON object is accepted too)")
     s.add_argument("--name", default="", help="trace name shown in the web UI")
     s.add_argument("--team", default="", help="team slug, when the token's user is in several teams")
-    s.add_argument("--wait", type=float, default=300.0, help="seconds to wait for the diagnosis (default 300)")
-    s.add_argument("--format", choices=["text", "json", "junit", "sarif"], default="text")
-    s.add_argument("--fail-on", choices=["info", "warning", "error", "critical"], default="error",
+    s.add_argument("--timeout", type=float, default=None,
+                   help=f"seconds to wait for the diagnosis before exiting 2 (default {DEFAULT_TIMEOUT_S:.0f})")
+    s.add_argument("--wait", type=float, default=None,
+                   help="seconds the server holds the upload's answer (at most 300; default: --timeout); "
+                        "0 uploads, prints the trace's URL and exits 0 without waiting")
+    s.add_argument("--format", choices=FORMATS, default="text")
+    s.add_argument("--also", action="append", default=[], metavar="FORMAT=PATH",
+                   help="also write the report in FORMAT to PATH, e.g. sarif=tracedoc.sarif (repeatable): "
+                        "one upload gives the gate, the code-scanning file and the PR summary")
+    s.add_argument("--fail-on", choices=SEVERITIES, default="error",
                    help="exit 1 when a finding is at or above this severity (default: error)")
     s.set_defaults(func=cmd_submit)
 
@@ -47,35 +62,75 @@ class SubmitError(Exception):
 def cmd_submit(args) -> int:
     from agent.uploader import ApiClient, ApiError
 
+    timeout = args.timeout if args.timeout is not None else (args.wait or DEFAULT_TIMEOUT_S)
+    wait = min(timeout if args.wait is None else args.wait, timeout, SERVER_MAX_WAIT_S)
     try:
         if not args.server:
             raise SubmitError("no server: give --server or set TRACEDOC_SERVER")
         if not args.token:
             raise SubmitError("no token: give --token or set TRACEDOC_TOKEN")
-        labels = _labels(args.labels)
+        labels = parse_labels(args.labels)
+        also = _also(args.also)
         client = ApiClient(args.server, args.token)
-        deadline = time.monotonic() + args.wait
+        deadline = time.monotonic() + timeout
         with contextlib.ExitStack() as stack:
             files = [_open_input(Path(p), stack) for p in args.paths]
-            trace = client.upload(files, labels, wait=min(args.wait, SERVER_MAX_WAIT_S), name=args.name,
-                                  team=args.team)
-        report = _report(client, trace, deadline, args.wait)
+            trace = client.upload(files, labels, wait=wait, name=args.name, team=args.team)
+        if args.wait == 0:
+            print(f"tracedoc: uploaded as trace {trace.get('id')}: {trace.get('web_url')}")
+            return EXIT_OK
+        report = _report(client, trace, deadline, timeout)
     except (SubmitError, ApiError) as e:
         print(f"tracedoc: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    return print_report(report, args.format, args.fail_on)
+    return _write_also(Report.from_dict(report), also, args, trace.get("web_url"))
 
 
-def _labels(raw: str | None) -> dict | None:
-    if not raw:
-        return None
-    try:
-        labels = json.loads(raw)
-    except json.JSONDecodeError as e:
-        raise SubmitError(f"--labels: not valid JSON ({e.msg} at column {e.colno})") from None
-    if not isinstance(labels, dict):
-        raise SubmitError('--labels: expected a JSON object such as {"env": "ci"}')
-    return labels
+def _also(values: list[str]) -> list[tuple[str, Path]]:
+    outputs = []
+    for value in values:
+        fmt, eq, path = value.partition("=")
+        if not eq or fmt not in FORMATS or not path:
+            raise SubmitError(f"--also: {value!r} is not FORMAT=PATH with FORMAT one of {', '.join(FORMATS)}")
+        outputs.append((fmt, Path(path)))
+    return outputs
+
+
+def _write_also(report: Report, also: list[tuple[str, Path]], args, web_url: str | None) -> int:
+    from diagnosis.render import RENDERERS, RenderOptions
+
+    options = RenderOptions(fail_on=args.fail_on, web_url=web_url)
+    for fmt, path in also:
+        try:
+            path.write_text(RENDERERS[fmt](report, options))
+        except OSError as e:
+            print(f"tracedoc: --also {fmt}={path}: {e.strerror or e}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+    return print_report(report, args.format, args.fail_on, web_url=web_url)
+
+
+def parse_labels(values: list[str]) -> dict[str, str] | None:
+    """`key=value[,key=value]` (the web form's and the API's syntax), or a JSON object; repeatable."""
+    labels: dict[str, str] = {}
+    for raw in values:
+        text = raw.strip()
+        if text.startswith("{"):
+            try:
+                parsed = json.loads(text)
+            except json.JSONDecodeError as e:
+                raise SubmitError(f"--labels: not valid JSON ({e.msg} at column {e.colno})") from None
+            if not isinstance(parsed, dict):
+                raise SubmitError('--labels: expected key=value or a JSON object such as {"env": "ci"}')
+            labels.update({str(k): str(v) for k, v in parsed.items()})
+            continue
+        for part in (p.strip() for p in text.split(",")):
+            key, eq, value = part.partition("=")
+            if not part:
+                continue
+            if not eq or not key.strip():
+                raise SubmitError(f"--labels: {part!r} is not key=value")
+            labels[key.strip()] = value.strip()
+    return labels or None
 
 
 def _open_input(path: Path, stack: contextlib.ExitStack) -> tuple[str, BinaryIO]:
@@ -104,10 +159,10 @@ def folder_as_tar_gz(folder: Path) -> BinaryIO:
     return out
 
 
-def _report(client, trace: dict, deadline: float, wait: float) -> dict:
+def _report(client, trace: dict, deadline: float, timeout: float) -> dict:
     """The report of an uploaded trace, polling its state past the server's own wait."""
     while trace.get("state") not in ("done", "failed") and time.monotonic() < deadline:
-        trace = client.trace(trace["id"])
+        trace.update(client.trace(trace["id"]))
         if trace.get("state") not in ("done", "failed"):
             time.sleep(min(POLL_S, max(0.0, deadline - time.monotonic())))
     where = trace.get("web_url") or f"trace {trace.get('id')}"
@@ -115,8 +170,6 @@ def _report(client, trace: dict, deadline: float, wait: float) -> dict:
         raise SubmitError(f"the server could not diagnose the trace: {trace.get('error') or 'no reason given'} "
                           f"({where})")
     if trace.get("state") != "done":
-        raise SubmitError(f"the trace is still {trace.get('state')} after {wait:.0f} s; "
-                          f"its report will be at {where} (or raise --wait)")
+        raise SubmitError(f"the trace is still {trace.get('state')} after {timeout:.0f} s; "
+                          f"its report will be at {where} (or raise --timeout)")
     return trace.get("report") or client.report(trace["id"])
-
-

@@ -10,7 +10,9 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 
-from diagnosis.severity import RANK, highest
+from diagnosis.results import Cluster, Suppression
+from rules.results import Finding
+from rules.severity import RANK, highest
 
 CAUSAL_WINDOW_NS = 120 * 10**9
 WALL_CLOCK_NS = 10**17  # ns since the epoch: anything later (1973+) is a wall-clock stamp
@@ -18,8 +20,10 @@ SCOPE_KEYS = ("host", "pid", "device", "pg", "rank")
 
 
 @dataclass
-class Cluster:
-    members: list[int] = field(default_factory=list)   # finding indexes
+class Grouping:
+    """One union-find group of findings (indexes into the trace's findings), before it is
+    described as a report `Cluster`."""
+    members: list[int] = field(default_factory=list)
     headline: int = -1
     why: list[str] = field(default_factory=list)
 
@@ -42,62 +46,60 @@ class _UnionFind:
         return True
 
 
-def _scope(f: dict) -> dict:
-    group = dict(f.get("group") or {})
-    group.update(f.get("fingerprint") or {})
-    return {k: str(group[k]) for k in SCOPE_KEYS if group.get(k) not in (None, "", -1, "-1")}
+def _scope(f: Finding) -> dict:
+    keys = {**f.group, **f.fingerprint}
+    return {k: str(keys[k]) for k in SCOPE_KEYS if keys.get(k) not in (None, "", -1, "-1")}
 
 
-def _same_scope(a: dict, b: dict) -> bool:
+def _same_scope(a: Finding, b: Finding) -> bool:
     sa, sb = _scope(a), _scope(b)
     return all(sa[k] == sb[k] for k in sa.keys() & sb.keys())
 
 
-def _causes(a: dict, b: dict) -> bool:
+def _causes(a: Finding, b: Finding) -> bool:
     """Does finding a declare that it can cause finding b, close enough in time and place?"""
-    targets = set(a.get("causes") or ())
-    if not targets & {b.get("rule_id"), b.get("root_cause")}:
+    if not set(a.causes) & {b.rule_id, b.root_cause}:
         return False
-    a_start = a.get("start_ts") or 0
-    b_start, b_end = b.get("start_ts") or 0, b.get("end_ts") or b.get("start_ts") or 0
-    close = b_end >= a_start - CAUSAL_WINDOW_NS and b_start <= (a.get("end_ts") or a_start) + CAUSAL_WINDOW_NS
+    a_start = a.start_ts or 0
+    b_start, b_end = b.start_ts or 0, b.end_ts or b.start_ts or 0
+    close = b_end >= a_start - CAUSAL_WINDOW_NS and b_start <= (a.end_ts or a_start) + CAUSAL_WINDOW_NS
     # ts 0 next to a wall-clock time is a log line printed before the file's first stamp: time unknown
     unknown = min(a_start, b_start) == 0 and max(a_start, b_start) > WALL_CLOCK_NS
     return (close or unknown) and _same_scope(a, b)
 
 
-def _follows_from(a: dict, b: dict) -> bool:
+def _follows_from(a: Finding, b: Finding) -> bool:
     """Does finding b name, as its cause, a row that is finding a's evidence? A survivor's NCCL
     timeout names the failure of the rank it waited for (group `attrs.caused_by` =
     "artifact|loc"): that link crosses ranks, hosts and the collective timeout, where declared
     `causes` (close in time, same scope) cannot."""
-    ref = (b.get("group") or {}).get("attrs.caused_by")
-    return bool(ref) and any(f"{e.get('artifact')}|{e.get('loc')}" == ref for e in a.get("evidence") or ())
+    ref = b.group.get("attrs.caused_by")
+    return bool(ref) and any(f"{e.artifact}|{e.loc}" == ref for e in a.evidence)
 
 
-def apply_suppressions(findings: list[dict]) -> tuple[list[dict], list[dict]]:
+def apply_suppressions(findings: list[Finding]) -> tuple[list[Finding], list[Suppression]]:
     """(kept, suppressed): a finding whose root cause another finding's rule `suppresses`
     (on the same scope) is redundant; the report lists it as suppressed, not as a finding."""
     kept, suppressed = [], []
     for f in findings:
-        by = next((g for g in findings if g is not f and f.get("root_cause") in (g.get("suppresses") or ())
-                   and _same_scope(g, f)), None)
+        by = next((g for g in findings if g is not f and f.root_cause in g.suppresses and _same_scope(g, f)), None)
         if by is None:
             kept.append(f)
         else:
-            suppressed.append({"rule_id": f["rule_id"], "root_cause": f.get("root_cause") or "",
-                               "by": by["rule_id"]})
+            suppressed.append(Suppression(rule_id=f.rule_id, root_cause=f.root_cause, by=by.rule_id))
     return kept, suppressed
 
 
-def cluster_findings(findings: list[dict]) -> list[Cluster]:
+def cluster_findings(findings: list[Finding]) -> tuple[list[Grouping], dict[int, int]]:
+    """(groups, consequence_of): the groups of findings (by index), and for a finding caused by
+    another one of its group, the index of that cause. The findings are not changed."""
     n = len(findings)
     uf = _UnionFind(n)
     why: dict[tuple[int, int], str] = {}
     caused_by: dict[int, int] = {}
     by_root: dict[str, int] = {}
     for i, f in enumerate(findings):
-        key = f.get("root_cause") or f.get("rule_id")
+        key = f.cause_key
         if key in by_root:
             uf.union(by_root[key], i)
             why[(by_root[key], i)] = f"same root cause `{key}`"
@@ -108,54 +110,49 @@ def cluster_findings(findings: list[dict]) -> list[Cluster]:
             if i != j and _causes(a, b):
                 uf.union(i, j)
                 caused_by.setdefault(j, i)
-                why[(i, j)] = (f"`{a['rule_id']}` declares it causes `{b.get('root_cause') or b['rule_id']}`"
+                why[(i, j)] = (f"`{a.rule_id}` declares it causes `{b.cause_key}`"
                                " and both happened close together on the same scope")
             elif i != j and _follows_from(a, b):
                 uf.union(i, j)
                 caused_by.setdefault(j, i)
-                why[(i, j)] = (f"`{b['rule_id']}` names the failure in `{a['rule_id']}`'s evidence as its cause "
+                why[(i, j)] = (f"`{b.rule_id}` names the failure in `{a.rule_id}`'s evidence as its cause "
                                "(a rank that failed first)")
-    groups: dict[int, Cluster] = {}
+    groups: dict[int, Grouping] = {}
     for i in range(n):
-        groups.setdefault(uf.find(i), Cluster()).members.append(i)
-    for c in groups.values():
-        roots = [i for i in c.members if caused_by.get(i) not in c.members] or c.members
-        c.headline = min(roots, key=lambda i: (findings[i].get("start_ts") or 0,
-                                               -RANK.get(findings[i]["severity"], 0)))
-        c.why = sorted({w for (i, j), w in why.items() if i in c.members and j in c.members})
-        for i in c.members:
-            if i in caused_by and caused_by[i] in c.members:
-                findings[i]["consequence_of"] = caused_by[i]
-    return list(groups.values())
+        groups.setdefault(uf.find(i), Grouping()).members.append(i)
+    consequence_of: dict[int, int] = {}
+    for g in groups.values():
+        roots = [i for i in g.members if caused_by.get(i) not in g.members] or g.members
+        g.headline = min(roots, key=lambda i: (findings[i].start_ts or 0, -RANK.get(findings[i].severity, 0)))
+        g.why = sorted({w for (i, j), w in why.items() if i in g.members and j in g.members})
+        for i in g.members:
+            if i in caused_by and caused_by[i] in g.members:
+                consequence_of[i] = caused_by[i]
+    return list(groups.values()), consequence_of
 
 
-def fingerprint(finding: dict) -> str:
-    parts = [finding.get("root_cause") or finding["rule_id"]]
-    for k, v in sorted((finding.get("fingerprint") or {}).items()):
+def fingerprint(finding: Finding) -> str:
+    parts = [finding.cause_key]
+    for k, v in sorted(finding.fingerprint.items()):
         parts.append(f"{k}={v}")
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
 
 
-def describe(clusters: list[Cluster], findings: list[dict], finding_ids: list[str]) -> list[dict]:
+def describe(groups: list[Grouping], findings: list[Finding], finding_ids: list[str]) -> list[Cluster]:
     """Clusters for the report, ordered by severity, then SLO impact, then time."""
-    out = []
-    for c in clusters:
-        head = findings[c.headline]
-        slos = sorted({findings[i]["slo"] for i in c.members if findings[i].get("slo")})
-        severity = highest(findings[i]["severity"] for i in c.members)
-        why = "; ".join(c.why) if c.why else "a single finding"
-        out.append({
-            "fingerprint": fingerprint(head),
-            "root_cause": head.get("root_cause") or "",
-            "title": head["title"],
-            "severity": severity,
-            "headline": finding_ids[c.headline],
-            "findings": [finding_ids[i] for i in sorted(c.members, key=lambda i: findings[i].get("start_ts") or 0)],
-            "slos": slos,
-            "why_grouped": why,
-            "start_ts": min(findings[i].get("start_ts") or 0 for i in c.members),
-        })
-    out.sort(key=lambda c: (-RANK.get(c["severity"], 0), -len(c["slos"]), c["start_ts"]))
-    for n, c in enumerate(out, 1):
-        c["id"] = f"C{n}"
-    return out
+    described = []
+    for g in groups:
+        head = findings[g.headline]
+        described.append(dict(
+            fingerprint=fingerprint(head),
+            root_cause=head.root_cause,
+            title=head.title,
+            severity=highest(findings[i].severity for i in g.members),
+            headline=finding_ids[g.headline],
+            findings=tuple(finding_ids[i] for i in sorted(g.members, key=lambda i: findings[i].start_ts or 0)),
+            slos=tuple(sorted({findings[i].slo for i in g.members if findings[i].slo})),
+            why_grouped="; ".join(g.why) if g.why else "a single finding",
+            start_ts=min(findings[i].start_ts or 0 for i in g.members),
+        ))
+    described.sort(key=lambda c: (-RANK.get(c["severity"], 0), -len(c["slos"]), c["start_ts"]))
+    return [Cluster(id=f"C{n}", **c) for n, c in enumerate(described, 1)]

@@ -6,7 +6,8 @@ import sys
 from pathlib import Path
 
 from diagnosis import scenarios
-from diagnosis.severity import RANK
+from rules.loader import load_rule_dirs
+from rules.severity import RANK
 from rules.testing import FIXTURE_PREFIX, PROJECT_FIXTURES
 
 
@@ -44,7 +45,6 @@ def coverage_table(corpus_root: str | Path, rules) -> str:
 
 
 def write_coverage(corpus_root: str, output: str, rules_dir: str | None = None) -> int:
-    from rules.loader import load_rule_dirs
     rules = load_rule_dirs([rules_dir] if rules_dir else None)
     text = coverage_table(corpus_root, rules)
     if output == "-":

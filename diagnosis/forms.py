@@ -1,12 +1,20 @@
+"""Forms of the cluster pages: triage, comments, bulk actions, and the stream's filters
+(which the API reads too, so a bad filter is one message on both)."""
+from __future__ import annotations
+
 from django import forms
 from django.contrib.auth import get_user_model
 
-from diagnosis.models import Cluster
+from diagnosis.models import ClusterRecord
+from diagnosis.stream import DEFAULT_PERIOD_DAYS, SORTS
+from rules.severity import SEVERITIES
+
+SEVERITY_CHOICES = [(s, s) for s in SEVERITIES]
 
 
 class ClusterTriageForm(forms.ModelForm):
     class Meta:
-        model = Cluster
+        model = ClusterRecord
         fields = ["status", "assignee"]
 
     def __init__(self, *args, **kwargs):
@@ -15,3 +23,75 @@ class ClusterTriageForm(forms.ModelForm):
         self.fields["assignee"].queryset = get_user_model().objects.filter(teams=self.instance.team, is_active=True)
         self.fields["assignee"].label_from_instance = lambda u: u.get_username()
         self.fields["assignee"].empty_label = "unassigned"
+
+
+class SnoozeForm(forms.Form):
+    """Ignore a cluster until a time, or until it has been seen in this many traces."""
+    until = forms.DateTimeField(required=False, widget=forms.DateTimeInput(attrs={"type": "datetime-local"}))
+    count = forms.IntegerField(required=False, min_value=1, help_text="traces")
+
+    def clean(self):
+        data = super().clean()
+        if not data.get("until") and not data.get("count"):
+            raise forms.ValidationError("snooze until a time or a trace count")
+        return data
+
+
+class CommentForm(forms.Form):
+    text = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), max_length=5000)
+
+
+class BulkActionForm(forms.Form):
+    """A status for several clusters at once, from the stream's check boxes."""
+    clusters = forms.ModelMultipleChoiceField(queryset=ClusterRecord.objects.none())
+    status = forms.ChoiceField(choices=ClusterRecord.Status.choices)
+
+    def __init__(self, *args, clusters=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["clusters"].queryset = clusters if clusters is not None else ClusterRecord.objects.none()
+
+
+class ListValuesInput(forms.TextInput):
+    """A text box whose value is every occurrence of the parameter (`label=a=b&label=c=d`)."""
+
+    def value_from_datadict(self, data, files, name):
+        return data.getlist(name) if hasattr(data, "getlist") else data.get(name)
+
+    def format_value(self, value):
+        return ", ".join(value) if isinstance(value, (list, tuple)) else value
+
+
+class LabelFilterField(forms.Field):
+    """`key=value` pairs, repeated or comma-separated."""
+    widget = ListValuesInput
+
+    def to_python(self, value) -> list[tuple[str, str]]:
+        raw = value if isinstance(value, (list, tuple)) else [value or ""]
+        pairs = []
+        for part in (p.strip() for item in raw for p in str(item).split(",")):
+            if not part:
+                continue
+            key, sep, val = part.partition("=")
+            if not sep or not key.strip():
+                raise forms.ValidationError(f"label filter {part!r}: expected key=value")
+            pairs.append((key.strip(), val.strip()))
+        return pairs
+
+
+class StreamFilterForm(forms.Form):
+    status = forms.MultipleChoiceField(choices=ClusterRecord.Status.choices, required=False)
+    severity = forms.MultipleChoiceField(choices=SEVERITY_CHOICES, required=False)
+    min_severity = forms.ChoiceField(choices=[("", "any severity"), *SEVERITY_CHOICES], required=False)
+    root_cause = forms.CharField(required=False, max_length=120)
+    host = forms.CharField(required=False, max_length=200)
+    label = LabelFilterField(required=False, help_text="key=value")
+    slo = forms.CharField(required=False, max_length=120, label="SLO")
+    first_seen_after = forms.DateTimeField(required=False)
+    first_seen_before = forms.DateTimeField(required=False)
+    last_seen_after = forms.DateTimeField(required=False)
+    last_seen_before = forms.DateTimeField(required=False)
+    q = forms.CharField(required=False, max_length=200, label="text")
+    assignee = forms.CharField(required=False, max_length=150, help_text="a username, me or none")
+    sort = forms.ChoiceField(choices=[(s, s.replace("_", " ")) for s in SORTS], required=False)
+    period = forms.IntegerField(required=False, min_value=1, max_value=90,
+                                help_text=f"days of per-day counts (default {DEFAULT_PERIOD_DAYS})")

@@ -1,30 +1,67 @@
 """Findings of one trace, and clusters: a root cause seen across a team's traces.
 
 Clusters work like issues in an error tracker: keyed by fingerprint per team, with first/
-last seen, a trace count and a triage status. A resolved cluster seen in a new trace
-becomes `regressed`.
+last seen, a trace count, a triage status and an activity log. Only `warning` and worse
+open a cluster: an `info` finding stays on its trace. A sighting is one trace (and host)
+that saw a cluster: the stream's host/label filters, recurrence per day and affected hosts
+read them. Recording a report tells who listens (`clusters_recorded`: the alerts) which
+clusters were new, regressed or seen again.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import datetime
+
 from django.conf import settings
 from django.db import models, transaction
+from django.dispatch import Signal
 from django.utils import timezone
 
 from accounts.models import Team
+from diagnosis.results import Cluster, Report, json_values
 from ingest.models import Trace
+from rules.results import Evidence, Finding
+from rules.severity import RANK, SEVERITIES, at_least
 
-SEVERITIES = ("info", "warning", "error", "critical")
 SEVERITY_CHOICES = [(s, s) for s in SEVERITIES]
+# below this a report cluster opens no team cluster (DESIGN: "cold start excluded" is not an incident)
+CLUSTER_MIN_SEVERITY = "warning"
+
+# sent once a report is stored: sender=Trace, trace=..., transitions=[ClusterTransition, ...]
+clusters_recorded = Signal()
 
 
-class ClusterQuerySet(models.QuerySet):
-    def visible_to(self, user) -> "ClusterQuerySet":
+@dataclass(frozen=True)
+class ClusterTransition:
+    """What storing one trace's report did to one team cluster."""
+    NEW, REGRESSED, SEEN = "new", "regressed", "seen"
+
+    cluster_id: int
+    kind: str        # NEW: first sighting ever; REGRESSED: a resolved one came back; SEEN: again
+    trace_id: int
+    key: str         # the transition's identity: an alert fires once per key (alerts.models)
+
+
+class ClusterRecordQuerySet(models.QuerySet):
+    def visible_to(self, user) -> "ClusterRecordQuerySet":
         return self.filter(team__in=Team.objects.of(user))
 
+    def with_severity_rank(self) -> "ClusterRecordQuerySet":
+        return self.annotate(severity_rank=models.Case(
+            *(models.When(severity=s, then=models.Value(r)) for s, r in RANK.items()),
+            default=models.Value(-1), output_field=models.IntegerField()))
 
-class Cluster(models.Model):
+
+class ClusterRecord(models.Model):
+    """A root cause across a team's traces: the report clusters of one fingerprint.
+
+    open -> acknowledged -> resolved / ignored; a resolved one seen in a new trace becomes
+    regressed; an ignored one with a snooze (until a time, or until it reaches a trace count)
+    opens again when seen after the snooze ran out."""
+
     class Status(models.TextChoices):
         OPEN = "open"
+        ACKNOWLEDGED = "acknowledged"
         RESOLVED = "resolved"
         IGNORED = "ignored"
         REGRESSED = "regressed"
@@ -34,15 +71,18 @@ class Cluster(models.Model):
     root_cause = models.CharField(max_length=120, blank=True)
     title = models.CharField(max_length=300)
     severity = models.CharField(max_length=10, choices=SEVERITY_CHOICES, default="info")
-    status = models.CharField(max_length=10, choices=Status.choices, default=Status.OPEN, db_index=True)
+    status = models.CharField(max_length=12, choices=Status.choices, default=Status.OPEN, db_index=True)
     why_grouped = models.TextField(blank=True)
     first_seen = models.DateTimeField(default=timezone.now)
     last_seen = models.DateTimeField(default=timezone.now, db_index=True)
     trace_count = models.IntegerField(default=0)
     assignee = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
                                  on_delete=models.SET_NULL, related_name="assigned_clusters")
+    snooze_until = models.DateTimeField(null=True, blank=True, help_text="ignored until this time")
+    snooze_count = models.IntegerField(null=True, blank=True, help_text="ignored until seen in this many traces")
+    regressions = models.IntegerField(default=0)  # how often it came back after being resolved
 
-    objects = ClusterQuerySet.as_manager()
+    objects = ClusterRecordQuerySet.as_manager()
 
     class Meta:
         ordering = ["-last_seen", "-id"]
@@ -55,10 +95,127 @@ class Cluster(models.Model):
         self.trace_count = self.findings.values("trace").distinct().count()
         self.save(update_fields=["trace_count"])
 
+    def snooze_over(self, now: datetime, traces: int) -> bool:
+        """An ignored cluster with a snooze whose time or trace count has been reached."""
+        return ((self.snooze_until is not None and now >= self.snooze_until)
+                or (self.snooze_count is not None and traces >= self.snooze_count))
 
-class Finding(models.Model):
+    def change(self, actor, *, text: str = "", **fields) -> list["ClusterActivity"]:
+        """Set status / assignee / snooze fields and log each change with who and when;
+        a comment (`text`) alone is logged too."""
+        entries = []
+        for name, value in fields.items():
+            old = getattr(self, name)
+            if old == value:
+                continue
+            setattr(self, name, value)
+            entries.append(ClusterActivity(cluster=self, actor=actor, kind=name,
+                                           old=_shown(old), new=_shown(value)))
+        if fields.get("status") not in (None, self.Status.IGNORED):
+            self.snooze_until = self.snooze_count = None
+        if entries:
+            self.save()
+        if text.strip():
+            entries.append(ClusterActivity(cluster=self, actor=actor, kind=ClusterActivity.Kind.COMMENT,
+                                           text=text.strip()))
+        return ClusterActivity.objects.bulk_create(entries)
+
+    @classmethod
+    def seen_in(cls, trace: Trace, cluster: Cluster, seen_before: set[int]) -> tuple["ClusterRecord", str]:
+        """The team's record of a report cluster, created or updated from it, and what
+        happened to it (ClusterTransition.NEW / REGRESSED / SEEN). A resolved one seen in a
+        trace that did not have it before becomes `regressed`; an ignored one whose snooze
+        ran out opens again."""
+        record, created = cls.objects.get_or_create(
+            team=trace.team, fingerprint=cluster.fingerprint,
+            defaults={"first_seen": trace.created_at, "last_seen": trace.created_at})
+        record.title = (cluster.title or record.title)[:300]
+        record.root_cause = cluster.root_cause
+        record.severity = cluster.severity or record.severity
+        record.why_grouped = cluster.why_grouped
+        record.last_seen = max(record.last_seen, trace.created_at)
+        happened = ClusterTransition.NEW if created else ClusterTransition.SEEN
+        log = ClusterActivity(cluster=record, trace=trace, kind=ClusterActivity.Kind.CREATED) if created else None
+        again = not created and record.pk not in seen_before
+        if again and record.status == cls.Status.RESOLVED:
+            record.status, happened = cls.Status.REGRESSED, ClusterTransition.REGRESSED
+            record.regressions += 1
+            log = ClusterActivity(cluster=record, trace=trace, kind=ClusterActivity.Kind.STATUS,
+                                  old=cls.Status.RESOLVED, new=cls.Status.REGRESSED, text="seen again after resolved")
+        elif again and record.status == cls.Status.IGNORED and record.snooze_over(timezone.now(),
+                                                                                 record.trace_count + 1):
+            log = ClusterActivity(cluster=record, trace=trace, kind=ClusterActivity.Kind.STATUS,
+                                  old=cls.Status.IGNORED, new=cls.Status.OPEN, text="snooze ran out")
+            record.status, record.snooze_until, record.snooze_count = cls.Status.OPEN, None, None
+        record.save()
+        if log is not None:
+            log.save()
+        return record, happened
+
+
+def _shown(value) -> str:
+    """A field value as the activity log keeps it."""
+    if value is None:
+        return ""
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return getattr(value, "username", None) or str(value)
+
+
+class ClusterActivity(models.Model):
+    """One entry of a cluster's activity log: who changed what, and when (a null actor: the
+    system, e.g. a trace that made it regress)."""
+
+    class Kind(models.TextChoices):
+        CREATED = "created"
+        STATUS = "status"
+        ASSIGNEE = "assignee"
+        SNOOZE_UNTIL = "snooze_until"
+        SNOOZE_COUNT = "snooze_count"
+        COMMENT = "comment"
+
+    cluster = models.ForeignKey(ClusterRecord, on_delete=models.CASCADE, related_name="activity")
+    at = models.DateTimeField(default=timezone.now, db_index=True)
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                              related_name="+")
+    trace = models.ForeignKey(Trace, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    kind = models.CharField(max_length=20, choices=Kind.choices)
+    old = models.CharField(max_length=200, blank=True)
+    new = models.CharField(max_length=200, blank=True)
+    text = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.cluster_id} {self.kind} {self.old} -> {self.new}"
+
+
+class ClusterSighting(models.Model):
+    """A trace that saw a cluster, once per host the trace names ("" when it names none):
+    when (the trace's received time) and where."""
+    cluster = models.ForeignKey(ClusterRecord, on_delete=models.CASCADE, related_name="sightings")
+    trace = models.ForeignKey(Trace, on_delete=models.CASCADE, related_name="cluster_sightings")
+    host = models.CharField(max_length=200, blank=True, db_index=True)
+    seen_at = models.DateTimeField(db_index=True)
+
+    class Meta:
+        ordering = ["-seen_at", "-id"]
+        constraints = [models.UniqueConstraint(fields=["cluster", "trace", "host"], name="sighting_once_per_host")]
+
+
+def trace_hosts(trace: Trace, report: Report) -> list[str]:
+    """The hosts a trace names: the agent's `host` label and the hosts its events name."""
+    names = set(report.trace.hosts)
+    if trace.labels.get("host"):
+        names.add(str(trace.labels["host"]))
+    return sorted(n[:200] for n in names if n) or [""]
+
+
+class FindingRecord(models.Model):
+    """A finding of a trace's report, stored to list a cluster's findings across traces."""
     trace = models.ForeignKey(Trace, on_delete=models.CASCADE, related_name="findings")
-    cluster = models.ForeignKey(Cluster, null=True, blank=True, on_delete=models.SET_NULL,
+    cluster = models.ForeignKey(ClusterRecord, null=True, blank=True, on_delete=models.SET_NULL,
                                 related_name="findings")
     report_id = models.CharField(max_length=20)          # "F1": the id inside the report
     report_cluster = models.CharField(max_length=20, blank=True)  # "C1"
@@ -83,44 +240,54 @@ class Finding(models.Model):
     def __str__(self) -> str:
         return f"{self.report_id} {self.title}"
 
+    @classmethod
+    def from_result(cls, trace: Trace, f: Finding, cluster: ClusterRecord | None) -> "FindingRecord":
+        return cls(
+            trace=trace, cluster=cluster, report_id=f.id, report_cluster=f.cluster or "", rule_id=f.rule_id,
+            rule_version=int(f.rule_version or 1), title=f.title[:300], severity=f.severity,
+            root_cause=f.root_cause, slo=f.slo or "", start_ts=f.start_ts, end_ts=f.end_ts,
+            explanation=f.explanation, recommendations=list(f.recommendations), references=list(f.references),
+            evidence=[e.to_dict() for e in f.evidence], metrics=json_values(f.metrics),
+            consequence_of=f.consequence_of or "")
 
-def record_report(trace: Trace, report: dict) -> None:
-    """Replace the trace's findings with the report's and link them to the team's clusters
-    by fingerprint. Running it twice for one trace gives the same rows and counts."""
+    def to_result(self) -> Finding:
+        return Finding(
+            id=self.report_id, cluster=self.report_cluster or None, rule_id=self.rule_id,
+            rule_version=self.rule_version, title=self.title, severity=self.severity, root_cause=self.root_cause,
+            slo=self.slo or None, start_ts=self.start_ts or 0, end_ts=self.end_ts or 0,
+            explanation=self.explanation, recommendations=tuple(self.recommendations),
+            references=tuple(self.references), evidence=tuple(Evidence.from_dict(e) for e in self.evidence),
+            metrics=self.metrics, consequence_of=self.consequence_of or None)
+
+
+def record_report(trace: Trace, report: Report) -> list[ClusterTransition]:
+    """Replace the trace's findings and sightings with the report's and link them to the
+    team's clusters by fingerprint (clusters of `warning` and worse). Running it twice for one
+    trace gives the same rows and counts, and the second run reports no new or regressed
+    cluster. Listeners of `clusters_recorded` hear what happened once it is committed."""
     with transaction.atomic():
         before = set(trace.findings.exclude(cluster=None).values_list("cluster_id", flat=True))
         trace.findings.all().delete()
-        clusters = {c["id"]: _cluster_seen(trace, c, seen_before=before) for c in report.get("clusters", [])}
-        Finding.objects.bulk_create(_finding(trace, f, clusters) for f in report.get("findings", []))
-        for cluster in Cluster.objects.filter(pk__in=before | {c.pk for c in clusters.values()}):
-            cluster.refresh_trace_count()
-
-
-def _cluster_seen(trace: Trace, c: dict, seen_before: set[int]) -> Cluster:
-    cluster, created = Cluster.objects.get_or_create(
-        team=trace.team, fingerprint=c["fingerprint"],
-        defaults={"first_seen": trace.created_at, "last_seen": trace.created_at})
-    cluster.title = (c.get("title") or cluster.title)[:300]
-    cluster.root_cause = c.get("root_cause") or ""
-    cluster.severity = c.get("severity") or cluster.severity
-    cluster.why_grouped = c.get("why_grouped") or ""
-    cluster.last_seen = max(cluster.last_seen, trace.created_at)
-    if not created and cluster.pk not in seen_before and cluster.status == Cluster.Status.RESOLVED:
-        cluster.status = Cluster.Status.REGRESSED
-    cluster.save()
-    return cluster
-
-
-def _finding(trace: Trace, f: dict, clusters: dict[str, Cluster]) -> Finding:
-    return Finding(
-        trace=trace, cluster=clusters.get(f.get("cluster")), report_id=str(f.get("id", "")),
-        report_cluster=f.get("cluster") or "", rule_id=f["rule_id"],
-        rule_version=int(f.get("rule_version") or 1), title=f["title"][:300], severity=f["severity"],
-        root_cause=f.get("root_cause") or "", slo=f.get("slo") or "",
-        start_ts=f.get("start_ts"), end_ts=f.get("end_ts"), explanation=f.get("explanation") or "",
-        recommendations=f.get("recommendations") or [], references=f.get("references") or [],
-        evidence=f.get("evidence") or [], metrics=f.get("metrics") or {},
-        consequence_of=f.get("consequence_of") or "")
+        trace.cluster_sightings.all().delete()
+        records, transitions = {}, []
+        for c in report.clusters:
+            if not at_least(c.severity, CLUSTER_MIN_SEVERITY):
+                continue
+            record, happened = ClusterRecord.seen_in(trace, c, seen_before=before)
+            records[c.id] = record
+            key = {ClusterTransition.NEW: "new",
+                   ClusterTransition.REGRESSED: f"regressed-{record.regressions}"}.get(happened, f"seen-{trace.pk}")
+            transitions.append(ClusterTransition(record.pk, happened, trace.pk, key))
+        FindingRecord.objects.bulk_create(FindingRecord.from_result(trace, f, records.get(f.cluster))
+                                          for f in report.findings)
+        hosts = trace_hosts(trace, report)
+        ClusterSighting.objects.bulk_create(
+            ClusterSighting(cluster=r, trace=trace, host=h, seen_at=trace.created_at)
+            for r in {r.pk: r for r in records.values()}.values() for h in hosts)
+        for record in ClusterRecord.objects.filter(pk__in=before | {c.pk for c in records.values()}):
+            record.refresh_trace_count()
+    clusters_recorded.send(sender=Trace, trace=trace, transitions=transitions)
+    return transitions
 
 
 class SLOQuerySet(models.QuerySet):

@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from diagnosis.pipeline import ArtifactResult, diagnose, load_events, parse_one
+from diagnosis.pipeline import diagnose, load_events
+from ingest.artifact_results import ArtifactResult, parse_one
+from ingest.bundle import expand
 
 _WORKDIR = tempfile.TemporaryDirectory(prefix="tracedoc-scenarios-")
 
@@ -20,7 +22,6 @@ _WORKDIR = tempfile.TemporaryDirectory(prefix="tracedoc-scenarios-")
 @functools.lru_cache(maxsize=64)
 def parsed(path: str) -> tuple[tuple[ArtifactResult, ...], dict]:
     """(artifact results, clock offsets) of one scenario, parsed once per process."""
-    from ingest.bundle import expand
     work = Path(_WORKDIR.name) / hashlib.sha256(path.encode()).hexdigest()[:16]
     work.mkdir(parents=True, exist_ok=True)
     with expand([path], work / "unpacked") as members:
@@ -34,7 +35,7 @@ def events(path: str | Path) -> pd.DataFrame:
 
 def report(path: str | Path, rules=None) -> dict:
     results, offsets = parsed(str(Path(path).resolve()))
-    return diagnose(list(results), rules=rules, clock_offsets=offsets)
+    return diagnose(list(results), rules=rules, clock_offsets=offsets).to_dict()
 
 
 def list_scenarios(corpus_root: str | Path) -> list[str]:

@@ -5,15 +5,19 @@ set their own objective and window in YAML; no code comes from the YAML.
 """
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 import pandas as pd
 import yaml
 
 from diagnosis import slis
+from diagnosis.results import FailedSLO, Violation
+from rules.results import Finding
 
 BUILTIN = Path(__file__).parent / "slos" / "builtin.yaml"
 _OBJECTIVE = re.compile(r"^\s*(p\d{2,3}|max|mean|ratio|count)\s*(<=|>=|<|>)\s*([0-9.]+)\s*(ms|s|us|%|)\s*$")
@@ -98,7 +102,8 @@ def _burn_rate(values: np.ndarray, stat: str, op: str, target: float, observed: 
     return observed / target if target else float("inf")
 
 
-def evaluate_slo(slo: SLO, ctx) -> dict | None:
+def evaluate_slo(slo: SLO, ctx) -> Violation | None:
+    """The SLO's worst violating window on this trace, or None when every window meets it."""
     obs: pd.DataFrame = slis.SLI_FUNCTIONS[slo.sli](ctx)
     stat, op, target = slo.parsed()
     if obs is None or obs.empty:
@@ -108,42 +113,47 @@ def evaluate_slo(slo: SLO, ctx) -> dict | None:
     buckets = ((obs["ts"] - start) // window).astype("int64")
     if buckets.max() >= MAX_WINDOWS:
         raise SLOError(f"SLO {slo.id}: window {slo.window} gives more than {MAX_WINDOWS:,} windows")
-    worst = None
+    worst: _Window | None = None
     for b, part in obs.groupby(buckets, sort=True):
         values = part["value"].to_numpy(dtype=float)
         observed = _stat(values, stat)
         if not _ok(observed, op, target):
             burn = _burn_rate(values, stat, op, target, observed)
-            if worst is None or burn > worst["burn_rate"]:
-                worst = {"window": [start + int(b) * window, start + (int(b) + 1) * window],
-                         "observed": observed, "burn_rate": burn, "samples": int(len(values))}
+            if worst is None or burn > worst.burn_rate:
+                worst = _Window((start + int(b) * window, start + (int(b) + 1) * window), observed, burn,
+                                int(len(values)))
     if worst is None:
         return None
     unit = slis.SLI_UNITS.get(slo.sli, "")
-    return {
-        "slo": slo.id, "title": slo.title, "sli": slo.sli, "objective": slo.objective,
-        "window": worst["window"], "observed": round(worst["observed"], 4),
-        "observed_text": f"{stat} {worst['observed']:.4g}{unit}",
-        "burn_rate": round(min(worst["burn_rate"], 1e6), 2), "samples": worst["samples"],
-        "findings": [],
-    }
+    return Violation(
+        slo=slo.id, title=slo.title, sli=slo.sli, objective=slo.objective,
+        window=worst.bounds, observed=round(worst.observed, 4),
+        observed_text=f"{stat} {worst.observed:.4g}{unit}",
+        burn_rate=round(min(worst.burn_rate, 1e6), 2), samples=worst.samples)
 
 
-def evaluate_slos(ctx, findings: list[dict], finding_ids: list[str], slos: list[SLO] | None = None) -> list[dict]:
-    """Violations, each linked to the findings that explain it: findings that name the SLO,
-    or whose time overlaps the violating window and whose rule declares that SLO."""
-    out = []
+@dataclass(frozen=True)
+class _Window:
+    bounds: tuple[int, int]
+    observed: float
+    burn_rate: float
+    samples: int
+
+
+def evaluate_slos(ctx, findings: Sequence[Finding], slos: list[SLO] | None = None) -> list[Violation | FailedSLO]:
+    """Violations, each linked to the findings (by report id) that explain it: findings that
+    name the SLO and whose time overlaps the violating window. SLOs that failed come last."""
+    violations, failed = [], []
     for slo in slos if slos is not None else load_slos():
         try:
             v = evaluate_slo(slo, ctx)
         except Exception as e:  # one broken SLI never hides the others
-            out.append({"slo": slo.id, "error": f"{type(e).__name__}: {e}"})
+            failed.append(FailedSLO(slo=slo.id, error=f"{type(e).__name__}: {e}"))
             continue
         if v is None:
             continue
-        lo, hi = v["window"]
-        v["findings"] = [fid for fid, f in zip(finding_ids, findings)
-                         if f.get("slo") == slo.id
-                         and (f.get("end_ts") or 0) >= lo - 10**9 and (f.get("start_ts") or 0) <= hi]
-        out.append(v)
-    return [v for v in out if "error" not in v] + [v for v in out if "error" in v]
+        lo, hi = v.window
+        explained = tuple(f.id for f in findings
+                          if f.slo == slo.id and (f.end_ts or 0) >= lo - 10**9 and (f.start_ts or 0) <= hi)
+        violations.append(dataclasses.replace(v, findings=explained))
+    return violations + failed

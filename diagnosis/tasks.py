@@ -1,6 +1,7 @@
 """`diagnosis.diagnose_trace`: the parsed events of a trace -> report, findings, clusters.
 
 Idempotent: the report and the trace's findings are replaced, cluster counts recomputed.
+tracedoc.workflow sends it after `ingest.parse_trace` and re-queues a trace whose task was lost.
 """
 from __future__ import annotations
 
@@ -10,18 +11,35 @@ import time
 from celery import shared_task
 from celery.exceptions import SoftTimeLimitExceeded
 
-from diagnosis.models import record_report
+from diagnosis.models import SLODefinition, record_report
+from diagnosis.pipeline import diagnose
+from diagnosis.results import Report
+from ingest.artifact_results import ArtifactResult
 from ingest.models import Artifact, Trace
 from ingest.storage import ContentStore
+from rules.loader import load_rule_dirs
+from rules.models import TeamRule
 
 log = logging.getLogger(__name__)
 PROGRESS_EVERY_S = 0.5
+MAX_DIAGNOSE_ATTEMPTS = 3
 
 
-@shared_task(name="diagnosis.diagnose_trace", acks_late=True)
-def diagnose_trace(trace_id: int) -> None:
+@shared_task(name="diagnosis.diagnose_trace", acks_late=True, reject_on_worker_lost=True)
+def diagnose_trace(trace_id: int, run_id: str = "") -> None:
+    """`run_id`: the workflow run that sent this message (tracedoc.workflow); a message of an
+    older run, or one redelivered after its diagnosis was done, leaves the trace alone."""
     trace = Trace.objects.filter(pk=trace_id).select_related("team").first()
     if trace is None:
+        return
+    if not trace.runs_for(run_id, Trace.State.PARSED, Trace.State.DIAGNOSING):
+        log.info("diagnose_trace %s: run %s no longer owns the trace (state %s, run %s); skipped",
+                 trace_id, run_id, trace.state, trace.run_id)
+        return
+    if trace.interrupted_attempts(Trace.State.DIAGNOSING) >= MAX_DIAGNOSE_ATTEMPTS:
+        trace.transition(Trace.State.FAILED, error=(
+            f"gave up after {MAX_DIAGNOSE_ATTEMPTS} attempts: the worker stopped (killed, out of memory "
+            "or crashed) each time while diagnosing this trace"))
         return
     trace.record_progress(stage="events", diagnosis_done=0.0)
     trace.transition(Trace.State.DIAGNOSING)
@@ -38,7 +56,7 @@ def diagnose_trace(trace_id: int) -> None:
         return
     record_report(trace, report)
     trace.record_progress(stage="done", diagnosis_done=1.0)
-    trace.transition(Trace.State.DONE, report=report)
+    trace.transition(Trace.State.DONE, report=report.to_dict())
 
 
 def _stage_recorder(trace: Trace):
@@ -57,25 +75,20 @@ def _stage_recorder(trace: Trace):
 def rules_for(team) -> list:
     """The builtin pack, with the team's enabled rules added (a team rule with a builtin
     rule's id replaces it)."""
-    from rules.loader import load_rule_dirs
-    from rules.models import Rule
     merged = {r.id: r for r in load_rule_dirs(None)}
-    merged.update((r.id, r) for r in Rule.objects.loaded_for(team))
+    merged.update((r.id, r) for r in TeamRule.objects.loaded_for(team))
     return list(merged.values())
 
 
 def artifact_results(trace: Trace, store: ContentStore | None = None) -> list:
     """The trace's parsed artifacts as the pipeline knows them (archives are containers,
     their members are the artifacts)."""
-    from diagnosis.pipeline import ArtifactResult
     store = store or ContentStore()
     return [ArtifactResult(name=a.name, format=a.format, events=a.event_count, warnings=list(a.warnings),
                            error=a.error, parquet=a.parquet_path(store), meta=a.meta)
             for a in trace.artifacts.exclude(format__in=Artifact.CONTAINERS)]
 
 
-def diagnose_stored(trace: Trace, rules: list, on_stage=None) -> dict:
-    from diagnosis.pipeline import diagnose
-    from diagnosis.models import SLODefinition
+def diagnose_stored(trace: Trace, rules: list, on_stage=None) -> Report:
     return diagnose(artifact_results(trace), rules=rules, clock_offsets=trace.clock_offsets or None,
                     slos=SLODefinition.objects.effective_for(trace.team), on_stage=on_stage)

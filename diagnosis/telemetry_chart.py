@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from itertools import groupby
 
 from diagnosis.latency_chart import Tick, nice_step
-from diagnosis.severity import RANK
+from rules.results import Finding
+from rules.severity import RANK
 
 METRICS = (("gpu_util_pct", "GPU utilisation", "%"), ("mem_used_gib", "Memory used", "GiB"),
            ("power_w", "Power", "W"))
@@ -31,7 +32,7 @@ PALETTE = 8     # device colours (CSS classes dev-0 .. dev-7), reused past that
 
 
 @dataclass(frozen=True)
-class Line:
+class DevicePolyline:
     device: str
     colour: int
     points: str  # SVG polyline "x,y x,y ..."
@@ -45,7 +46,7 @@ class Panel:
     unit: str
     y0: float   # top of the plot
     y1: float   # bottom of the plot (value 0)
-    lines: list[Line]
+    lines: list[DevicePolyline]
     y_ticks: list[Tick]
 
     @property
@@ -103,7 +104,7 @@ def format_seconds(s: float) -> str:
     return f"{s:g}" if s == int(s) else f"{s:.3g}"
 
 
-def chart(telemetry: dict, findings: Iterable[dict] = (), start_ts: int | None = None, end_ts: int | None = None,
+def chart(telemetry: dict, findings: Iterable[Finding] = (), start_ts: int | None = None, end_ts: int | None = None,
           width: int = 960, target_ticks: int = 6) -> TelemetryChart:
     """telemetry: the report's `trace.series.gpu_telemetry` ({device: {metric: [[ts_ns, v], ...]}});
     findings: the report's findings (id, title, severity, start_ts, end_ts); start_ts / end_ts:
@@ -145,16 +146,16 @@ def bands(findings, t0: int, t1: int, x) -> list[Band]:
     """The findings' spans clipped to the axis; a finding wholly outside it has no band."""
     out = []
     for f in findings:
-        start = f.get("start_ts")
+        start = f.start_ts
         if not start:
             continue
-        end = max(f.get("end_ts") or start, start)
+        end = max(f.end_ts or start, start)
         if end < t0 or start > t1:
             continue
         left, right = x(max(start, t0)), x(min(end, t1))
         w = max(right - left, MIN_BAND_W)
         left = min(left, x(t1) - w)  # a minimum-width band at the right edge stays inside the axis
-        out.append(Band(str(f.get("id", "")), f.get("title", ""), f.get("severity", "info"), round(left, 2), w))
+        out.append(Band(f.id, f.title, f.severity, round(left, 2), w))
     return out
 
 
@@ -165,7 +166,7 @@ def panel(key: str, title: str, unit: str, by_device: dict, y0: float, x, colour
     def y(v: float) -> float:
         return round(y1 - min(max(v, 0.0), top) / top * (y1 - y0), 2)
 
-    lines = [Line(dev, colours[dev], " ".join(f"{px},{y(v)}" for px, v in thin([(x(t), v) for t, v in pts])),
+    lines = [DevicePolyline(dev, colours[dev], " ".join(f"{px},{y(v)}" for px, v in thin([(x(t), v) for t, v in pts])),
                   max(v for _, v in pts))
              for dev, pts in by_device.items()]
     ticks = [Tick(y(k * y_step), format_value(k * y_step)) for k in range(round(top / y_step) + 1)]

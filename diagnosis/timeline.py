@@ -7,8 +7,10 @@ which file said what, when. The template only draws what `layout()` computed.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Sequence
 
 from diagnosis.latency_chart import nice_step
+from rules.results import Finding
 
 LABEL_W = 230          # left column for lane names
 PAD_R = 16
@@ -46,7 +48,7 @@ class Dot:
 
 
 @dataclass(frozen=True)
-class Tick:
+class TimelineTick:
     x: float
     label: str
 
@@ -61,19 +63,19 @@ class Timeline:
     lanes: list[Lane] = field(default_factory=list)
     marks: list[Mark] = field(default_factory=list)
     dots: list[Dot] = field(default_factory=list)
-    ticks: list[Tick] = field(default_factory=list)
+    ticks: list[TimelineTick] = field(default_factory=list)
 
     @property
     def empty(self) -> bool:
         return not self.ticks
 
 
-def layout(artifacts: list[tuple[str, int | None, int | None]], findings: list[dict],
+def layout(artifacts: list[tuple[str, int | None, int | None]], findings: Sequence[Finding],
            width: int = 960) -> Timeline:
-    """artifacts: (name, start_ns, end_ns); findings: report findings (id, title, severity,
-    start_ts, end_ts, evidence [{artifact, ts}])."""
+    """artifacts: (name, start_ns, end_ns); findings: the report's findings (their evidence
+    rows become dots on their artifact's lane)."""
     times = [t for _, s, e in artifacts for t in (s, e) if t]
-    times += [t for f in findings for t in (f.get("start_ts"), f.get("end_ts")) if t]
+    times += [t for f in findings for t in (f.start_ts, f.end_ts) if t]
     x0, x1 = LABEL_W, width - PAD_R
     lanes_top = FINDINGS_ROW_H
     height = lanes_top + ROW_H * len(artifacts) + AXIS_H
@@ -96,17 +98,15 @@ def layout(artifacts: list[tuple[str, int | None, int | None]], findings: list[d
         else:
             tl.lanes.append(Lane(name, y))
     for f in findings:
-        start = f.get("start_ts")
+        start = f.start_ts
         if not start:
             continue
-        end = max(f.get("end_ts") or start, start)
-        tl.marks.append(Mark(str(f.get("id", "")), f.get("title", ""), f.get("severity", "info"),
-                             x(start), max(MIN_MARK_W, x(end) - x(start)), 6))
-        for ev in f.get("evidence") or []:
-            if ev.get("ts") and ev.get("artifact") in lane_y:
-                tl.dots.append(Dot(str(f.get("id", "")), f.get("severity", "info"), x(ev["ts"]),
-                                   lane_y[ev["artifact"]] + ROW_H / 2, str(ev.get("text", ""))[:200]))
-    tl.ticks = [Tick(x(t0 + off), format_offset(off)) for off in tick_offsets(span)]
+        end = max(f.end_ts or start, start)
+        tl.marks.append(Mark(f.id, f.title, f.severity, x(start), max(MIN_MARK_W, x(end) - x(start)), 6))
+        for ev in f.evidence:
+            if ev.ts and ev.artifact in lane_y:
+                tl.dots.append(Dot(f.id, f.severity, x(ev.ts), lane_y[ev.artifact] + ROW_H / 2, ev.text[:200]))
+    tl.ticks = [TimelineTick(x(t0 + off), format_offset(off)) for off in tick_offsets(span)]
     return tl
 
 

@@ -1,73 +1,175 @@
-"""Web pages for the diagnosis: the report part of the trace page, and cluster triage."""
+"""Web pages for the diagnosis: the report part of the trace page, re-diagnosis, the issue
+stream and cluster triage."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.shortcuts import get_object_or_404, render
+from django.core.paginator import Paginator
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from diagnosis.forms import ClusterTriageForm
+from diagnosis import stream
+from diagnosis.forms import BulkActionForm, ClusterTriageForm, CommentForm, SnoozeForm, StreamFilterForm
 from diagnosis.latency_chart import chart
-from diagnosis.models import Cluster
+from diagnosis.models import ClusterRecord
+from diagnosis.rediagnose import RediagnoseRefused, rediagnose
+from diagnosis.results import Cluster, Report
 from diagnosis.telemetry_chart import chart as telemetry_chart
 from diagnosis.timeline import layout
 from ingest.models import Artifact, Trace
+from rules.results import Finding
+
+STREAM_PAGE_SIZE = 50
+DETAIL_PERIOD_DAYS = 30
+
+
+@dataclass(frozen=True)
+class ClusterOnPage:
+    """A report cluster as the trace page shows it: its findings (in time order) and the
+    team's record of that root cause (status, trace count)."""
+    cluster: Cluster
+    members: tuple[Finding, ...]
+    record: ClusterRecord | None
 
 
 def report_context(trace: Trace) -> dict:
     """What the trace page shows of a finished report: clusters with their findings (the
     headline first), SLO violations, the timeline, the per-step latency and GPU telemetry charts."""
-    report = trace.report or {}
-    findings = {f["id"]: f for f in report.get("findings", [])}
-    team_clusters = {c.fingerprint: c for c in Cluster.objects.filter(
-        team=trace.team, fingerprint__in=[c["fingerprint"] for c in report.get("clusters", [])])}
-    clusters = [{**c, "members": [findings[i] for i in c["findings"] if i in findings],
-                 "team_cluster": team_clusters.get(c["fingerprint"])}
-                for c in report.get("clusters", [])]
+    report = Report.from_dict(trace.report or {})
+    findings = {f.id: f for f in report.findings}
+    records = {c.fingerprint: c for c in ClusterRecord.objects.filter(
+        team=trace.team, fingerprint__in=[c.fingerprint for c in report.clusters])}
+    clusters = [ClusterOnPage(c, tuple(findings[i] for i in c.findings if i in findings), records.get(c.fingerprint))
+                for c in report.clusters]
     # lanes on the common clock the report used; stored extents are each file's own clock
-    lanes = [(a["path"], a.get("start_ts"), a.get("end_ts")) for a in report.get("trace", {}).get("artifacts", [])] \
+    lanes = [(a.path, a.start_ts, a.end_ts) for a in report.trace.artifacts] \
         or [(a.name, a.start_ts, a.end_ts) for a in trace.artifacts.exclude(format__in=Artifact.CONTAINERS)]
-    return {"report": report, "clusters": clusters, "violations": report.get("violations", []),
-            "timeline": layout(lanes, report.get("findings", [])),
-            "latency_chart": chart(report.get("trace", {}).get("series", {}).get("step_latency_ms", [])),
-            "telemetry_chart": telemetry_chart(report.get("trace", {}).get("series", {}).get("gpu_telemetry", {}),
-                                               report.get("findings", []), report.get("trace", {}).get("start_ts"),
-                                               report.get("trace", {}).get("end_ts"))}
+    series = report.trace.series
+    return {"report": report if trace.report else None, "clusters": clusters, "violations": report.violations,
+            "timeline": layout(lanes, report.findings),
+            "latency_chart": chart(series.get("step_latency_ms", [])),
+            "telemetry_chart": telemetry_chart(series.get("gpu_telemetry", {}), report.findings,
+                                               report.trace.start_ts, report.trace.end_ts)}
 
 
-def get_cluster_for(request, cluster_id: int) -> Cluster:
-    return get_object_or_404(Cluster.objects.visible_to(request.user).select_related("team", "assignee"),
+def get_cluster_for(request, cluster_id: int) -> ClusterRecord:
+    return get_object_or_404(ClusterRecord.objects.visible_to(request.user).select_related("team", "assignee"),
                              pk=cluster_id)
 
 
 @login_required
 @require_GET
 def cluster_list(request):
-    clusters = Cluster.objects.visible_to(request.user).select_related("team", "assignee")
-    status = request.GET.get("status")
-    if status:
-        clusters = clusters.filter(status=status)
-    rows = [(c, ClusterTriageForm(instance=c, prefix=f"c{c.pk}")) for c in clusters[:500]]
-    return render(request, "diagnosis/cluster_list.html",
-                  {"rows": rows, "statuses": Cluster.Status.values, "status": status})
+    """The issue stream: filters, sort, pagination, markers and per-day counts (diagnosis.stream)."""
+    filters = StreamFilterForm(request.GET)
+    valid = filters.is_valid()
+    data = filters.cleaned_data if valid else {}
+    clusters = stream.filtered(ClusterRecord.objects.visible_to(request.user).select_related("team", "assignee"),
+                               data, user=request.user) if valid else ClusterRecord.objects.none()
+    page = Paginator(clusters, STREAM_PAGE_SIZE).get_page(request.GET.get("page"))
+    selected = stream.Range.of(data)
+    query = request.GET.copy()
+    query.pop("page", None)
+    return render(request, "diagnosis/cluster_list.html", {
+        "rows": [(row, ClusterTriageForm(instance=row.cluster, prefix=f"c{row.cluster.pk}"))
+                 for row in stream.rows(list(page.object_list), selected)],
+        "page": page, "filters": filters, "query": query.urlencode(), "selected": selected,
+        "statuses": ClusterRecord.Status.values, "status": data.get("status") or [],
+        "bulk_statuses": ClusterRecord.Status.values}, status=200 if valid else 400)
+
+
+@login_required
+@require_POST
+def cluster_bulk(request):
+    """One status for the clusters ticked on the stream; back to the same stream."""
+    form = BulkActionForm(request.POST, clusters=ClusterRecord.objects.visible_to(request.user))
+    if form.is_valid():
+        for cluster in form.cleaned_data["clusters"]:
+            cluster.change(request.user, status=form.cleaned_data["status"])
+        messages.success(request, f"{len(form.cleaned_data['clusters'])} cluster(s) set to "
+                                  f"{form.cleaned_data['status']}")
+    else:
+        messages.error(request, "; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items()))
+    back = request.POST.get("query", "")
+    return redirect(reverse("diagnosis:cluster-list") + (f"?{back}" if back else ""))
 
 
 @login_required
 @require_GET
 def cluster_detail(request, cluster_id: int):
     cluster = get_cluster_for(request, cluster_id)
-    findings = cluster.findings.select_related("trace").order_by("-trace__created_at", "start_ts")[:200]
+    findings = list(cluster.findings.select_related("trace").order_by("-trace__created_at", "start_ts")[:200])
+    sightings = list(cluster.sightings.select_related("trace").order_by("-seen_at", "trace_id", "host")[:500])
+    traces: dict[int, dict] = {}
+    for s in sightings:
+        entry = traces.setdefault(s.trace_id, {"trace": s.trace, "hosts": [], "findings": []})
+        if s.host:
+            entry["hosts"].append(s.host)
+    for f in findings:
+        if f.trace_id in traces:
+            traces[f.trace_id]["findings"].append(f)
+    row = stream.rows([cluster], stream.Range.of({"period": DETAIL_PERIOD_DAYS}))[0]
     return render(request, "diagnosis/cluster_detail.html", {
-        "cluster": cluster, "findings": findings,
-        "form": ClusterTriageForm(instance=cluster, prefix=f"c{cluster.pk}")})
+        "cluster": cluster, "row": row, "headline": findings[0] if findings else None,
+        "traces": list(traces.values()),
+        "rule_versions": sorted({(f.rule_id, f.rule_version) for f in findings}),
+        "activity": cluster.activity.select_related("actor", "trace")[:200],
+        "form": ClusterTriageForm(instance=cluster, prefix=f"c{cluster.pk}"),
+        "comment_form": CommentForm(), "snooze_form": SnoozeForm()})
 
 
 @login_required
 @require_POST
 def cluster_triage(request, cluster_id: int):
-    """Status / assignee change from the htmx selects; answers the updated row."""
+    """Status / assignee change from the htmx selects; answers the updated row. Every change
+    goes to the activity log."""
     cluster = get_cluster_for(request, cluster_id)
-    form = ClusterTriageForm(request.POST, instance=cluster, prefix=f"c{cluster.pk}")
+    form = ClusterTriageForm(request.POST, instance=get_cluster_for(request, cluster_id), prefix=f"c{cluster.pk}")
     if form.is_valid():
-        form.save()
+        cluster.change(request.user, status=form.cleaned_data["status"], assignee=form.cleaned_data["assignee"])
+    row = stream.rows([cluster], stream.Range.of({}))[0]
     return render(request, "diagnosis/partials/cluster_row.html",
-                  {"cluster": cluster, "form": form}, status=200 if form.is_valid() else 422)
+                  {"row": row, "form": form}, status=200 if form.is_valid() else 422)
+
+
+@login_required
+@require_POST
+def cluster_comment(request, cluster_id: int):
+    cluster = get_cluster_for(request, cluster_id)
+    form = CommentForm(request.POST)
+    if form.is_valid():
+        cluster.change(request.user, text=form.cleaned_data["text"])
+    else:
+        messages.error(request, "a comment needs some text")
+    return redirect("diagnosis:cluster-detail", cluster.pk)
+
+
+@login_required
+@require_POST
+def cluster_snooze(request, cluster_id: int):
+    """Ignore until a time or a trace count: the cluster opens again when seen after that."""
+    cluster = get_cluster_for(request, cluster_id)
+    form = SnoozeForm(request.POST)
+    if form.is_valid():
+        cluster.change(request.user, status=ClusterRecord.Status.IGNORED, snooze_until=form.cleaned_data["until"],
+                       snooze_count=form.cleaned_data["count"])
+    else:
+        messages.error(request, " ".join(form.non_field_errors()) or "snooze until a time or a trace count")
+    return redirect("diagnosis:cluster-detail", cluster.pk)
+
+
+@login_required
+@require_POST
+def trace_rediagnose(request, trace_id: int):
+    """The trace page's button: the current rules on the stored events, in a worker."""
+    trace = get_object_or_404(Trace.objects.visible_to(request.user), pk=trace_id)
+    try:
+        rediagnose(trace)
+    except RediagnoseRefused as e:
+        messages.error(request, str(e))
+    else:
+        messages.success(request, "diagnosing again with the current rules")
+    return redirect("ingest:trace-detail", trace.pk)

@@ -7,8 +7,11 @@ escapes the archive root (`..`, an absolute path, a drive letter) rejects the wh
 (it is crafted, not damaged); links, devices and FIFOs are skipped with a warning; an
 archive inside an archive is not expanded (skipped with a warning: upload its content
 instead) — one level only, so nesting cannot multiply the limits. Bounds: MAX_MEMBERS
-entries and MAX_TOTAL_BYTES decompressed per call, counted on the bytes actually written,
-not the sizes the archive claims. A gzip of a single non-tar file is one artifact (parsers
+entries and MAX_TOTAL_BYTES decompressed per call, and per archive at most the
+decompression ratio (ingest.io.DecompressionBound) times its size. They are checked on the
+sizes an archive declares before anything is written (a zip's directory, each tar header;
+also against the free disk space), then on the bytes actually written, since declarations
+can lie. A gzip of a single non-tar file is one artifact (parsers
 read gzip transparently), not a bundle.
 
 A file named `tracedoc-clock.json` is not an artifact: it maps artifact names to clock
@@ -29,7 +32,7 @@ from pathlib import Path, PurePosixPath
 from typing import Iterable, Iterator
 
 from ingest.events import ParseError
-from ingest.io import GZIP_MAGIC
+from ingest.io import GZIP_MAGIC, DecompressionBound, env_int
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +64,8 @@ def expand(paths: Iterable[str | Path], workdir: str | Path, *, max_members: int
     workdir = Path(workdir)
     created = not workdir.exists()
     workdir.mkdir(parents=True, exist_ok=True)
-    budget = _Budget(max_members or MAX_MEMBERS, max_bytes or MAX_TOTAL_BYTES)
+    budget = _Budget(max_members or MAX_MEMBERS,
+                     max_bytes or env_int("TRACEDOC_MAX_EXTRACTED_BYTES", MAX_TOTAL_BYTES), workdir)
     members = Members()
     try:
         for index, p in enumerate(paths):
@@ -74,9 +78,35 @@ def expand(paths: Iterable[str | Path], workdir: str | Path, *, max_members: int
 
 
 class _Budget:
-    def __init__(self, max_members: int, max_bytes: int):
-        self.max_members, self.max_bytes = max_members, max_bytes
+    def __init__(self, max_members: int, max_bytes: int, workdir: Path):
+        self.max_members, self.max_bytes, self.workdir = max_members, max_bytes, workdir
         self.members = self.bytes = 0
+        self.ratio = DecompressionBound.from_env()
+        self.archive_bytes = self.archive_allowed = 0
+
+    def start_archive(self, path: Path) -> None:
+        """The archive about to be extracted may write at most ratio x its size (floor for small ones)."""
+        self.archive_bytes = 0
+        self.archive_allowed = max(self.ratio.floor, self.ratio.ratio * path.stat().st_size)
+
+    def _refuse(self, archive: str, where: str, written: int) -> None:
+        """ParseError when `written` more bytes would pass a bound."""
+        if self.bytes + written > self.max_bytes:
+            raise ParseError(archive, where, f"at most {self.max_bytes:,} decompressed bytes "
+                             "in one trace (possible decompression bomb)")
+        if self.archive_bytes + written > self.archive_allowed:
+            raise ParseError(archive, where, f"at most {self.archive_allowed:,} decompressed "
+                             f"bytes from this archive ({self.ratio.ratio}:1 its size, "
+                             "TRACEDOC_MAX_DECOMPRESSION_RATIO; possible decompression bomb)")
+
+    def declare(self, archive: str, where: str, size: int) -> None:
+        """Refuse before writing when the declared uncompressed size already breaks a bound
+        or would not fit on the disk."""
+        self._refuse(archive, where, size)
+        free = shutil.disk_usage(self.workdir).free
+        if size > free:
+            raise ParseError(archive, where, f"room to extract it: {size:,} bytes declared, "
+                             f"{free:,} free on the disk")
 
     def count(self, archive: str, member: str) -> None:
         self.members += 1
@@ -87,11 +117,9 @@ class _Budget:
         dest.parent.mkdir(parents=True, exist_ok=True)
         with open(dest, "wb") as out:
             while chunk := src.read(_CHUNK):
+                self._refuse(archive, f"member {member!r}", len(chunk))
                 self.bytes += len(chunk)
-                if self.bytes > self.max_bytes:
-                    raise ParseError(archive, f"member {member!r}",
-                                     f"at most {self.max_bytes:,} decompressed bytes in one trace "
-                                     "(possible decompression bomb)")
+                self.archive_bytes += len(chunk)
                 out.write(chunk)
 
 
@@ -170,6 +198,7 @@ def _safe_name(archive: str, raw: str) -> str | None:
 
 def _expand_tar(path: Path, label: str, dest: Path, members: Members, budget: _Budget, prefix: str = "") -> None:
     last = None
+    budget.start_archive(path)
     try:
         with tarfile.open(path, "r:*") as tar:
             for info in tar:
@@ -182,6 +211,7 @@ def _expand_tar(path: Path, label: str, dest: Path, members: Members, budget: _B
                     what = "link" if (info.issym() or info.islnk()) else "device or special file"
                     _warn(members, f"{label}: member {info.name!r} is a {what}; skipped")
                     continue
+                budget.declare(label, f"member {info.name!r} (declared size)", info.size)
                 src = tar.extractfile(info)
                 target = dest / name
                 budget.write(src, target, label, info.name)
@@ -192,9 +222,15 @@ def _expand_tar(path: Path, label: str, dest: Path, members: Members, budget: _B
 
 
 def _expand_zip(path: Path, label: str, dest: Path, members: Members, budget: _Budget, prefix: str = "") -> None:
+    budget.start_archive(path)
     try:
         with zipfile.ZipFile(path) as zf:
-            for info in zf.infolist():
+            infos = zf.infolist()
+            if infos:  # the whole directory's declared total, before the first byte is written
+                largest = max(infos, key=lambda i: i.file_size)
+                budget.declare(label, f"zip directory ({len(infos)} members declared, the largest "
+                               f"{largest.filename!r})", sum(i.file_size for i in infos))
+            for info in infos:
                 budget.count(label, info.filename)
                 name = _safe_name(label, info.filename)
                 if name is None or info.is_dir():

@@ -3,22 +3,69 @@ from __future__ import annotations
 
 import gzip
 import io
+import os
 from contextlib import contextmanager
 from contextvars import ContextVar
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
 GZIP_MAGIC = b"\x1f\x8b"
 HEAD_BYTES = 64 * 1024
-# A decompression bomb stops here; raise it for legitimately huge traces via settings.
+# Defaults of the decompression bound; the environment variables TRACEDOC_MAX_DECOMPRESSED_BYTES,
+# TRACEDOC_MAX_DECOMPRESSION_RATIO and TRACEDOC_DECOMPRESSION_FLOOR_BYTES override them.
 MAX_DECOMPRESSED = 8 * 1024**3
+MAX_RATIO = 100      # real traces and logs compress 5-35:1; a gzip of blank space, 1000:1
+RATIO_FLOOR = 64 * 1024**2
+
+
+@dataclass(frozen=True)
+class DecompressionBound:
+    """What one compressed stream may expand to: at most `cap` bytes in all, and past `floor`
+    bytes at most `ratio` decompressed bytes per compressed byte read so far. Checked while
+    reading, so a bomb stops after about `floor` bytes, not after the cap."""
+    cap: int
+    ratio: int
+    floor: int
+
+    @classmethod
+    def from_env(cls, limit: int | None = None) -> "DecompressionBound":
+        cap = env_int("TRACEDOC_MAX_DECOMPRESSED_BYTES", MAX_DECOMPRESSED)
+        return cls(cap=min(cap, limit) if limit else cap,
+                   ratio=env_int("TRACEDOC_MAX_DECOMPRESSION_RATIO", MAX_RATIO),
+                   floor=env_int("TRACEDOC_DECOMPRESSION_FLOOR_BYTES", RATIO_FLOOR))
+
+    def check(self, path: str, decompressed: int, compressed: int) -> None:
+        from ingest.events import ParseError
+        if decompressed > self.cap:
+            raise ParseError(path, f"decompressed byte {self.cap:,}",
+                             f"at most {self.cap:,} decompressed bytes for this file "
+                             "(possible decompression bomb)")
+        if decompressed > self.floor and decompressed > self.ratio * compressed:
+            raise ParseError(path, f"decompressed byte {decompressed:,} (compressed byte {compressed:,})",
+                             f"at most {self.ratio}:1 decompression past the first {self.floor:,} bytes "
+                             "(TRACEDOC_MAX_DECOMPRESSION_RATIO; possible decompression bomb)")
+
+
+def env_int(name: str, default: int) -> int:
+    """A bound from the environment (the engine runs without Django: the CLI, the worker and
+    the web process all read the same variables)."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise ValueError(f"{name}={raw!r}: expected an integer") from None
 
 
 class BoundedReader(io.RawIOBase):
-    """Wraps a stream and refuses to yield more than `limit` bytes."""
+    """Wraps a decompressing stream; `compressed_pos()` says how far into the stored file it
+    has read. Refuses to yield more than the bound allows."""
 
-    def __init__(self, raw, limit: int, path: str):
-        self.raw, self.limit, self.path, self.done = raw, limit, path, 0
+    def __init__(self, raw, bound: DecompressionBound, path: str, compressed_pos: Callable[[], int]):
+        self.raw, self.bound, self.path, self.compressed_pos = raw, bound, path, compressed_pos
+        self.done = 0
 
     def readable(self) -> bool:
         return True
@@ -26,10 +73,7 @@ class BoundedReader(io.RawIOBase):
     def readinto(self, b) -> int:
         n = self.raw.readinto(b)
         self.done += n or 0
-        if self.done > self.limit:
-            from ingest.events import ParseError
-            raise ParseError(self.path, f"decompressed byte {self.limit:,}",
-                             "decompressed size over the limit (possible decompression bomb)")
+        self.bound.check(self.path, self.done, self.compressed_pos())
         return n
 
     def close(self) -> None:
@@ -56,7 +100,7 @@ def count_bytes_read(callback: Callable[[int], None] | None) -> Iterator[None]:
 class _CountingFile(io.RawIOBase):
     """A raw file that reports its position after each read."""
 
-    def __init__(self, path: Path, callback: Callable[[int], None]):
+    def __init__(self, path: Path, callback: Callable[[int], None] | None):
         self.file, self.callback = open(path, "rb", buffering=0), callback
 
     def readable(self) -> bool:
@@ -64,7 +108,7 @@ class _CountingFile(io.RawIOBase):
 
     def readinto(self, b) -> int:
         n = self.file.readinto(b)
-        if n:
+        if n and self.callback is not None:
             self.callback(self.file.tell())
         return n
 
@@ -88,17 +132,17 @@ def is_gzip(path: Path) -> bool:
         return f.read(2) == GZIP_MAGIC
 
 
-def open_bytes(path: Path | str, limit: int = MAX_DECOMPRESSED):
-    """A buffered binary stream of the artifact's content, gunzipped if it is gzip."""
+def open_bytes(path: Path | str, limit: int | None = None):
+    """A buffered binary stream of the artifact's content, gunzipped if it is gzip (then
+    bounded by DecompressionBound, `limit` lowering its cap)."""
     path = Path(path)
     on_read = _ON_READ.get()
     if is_gzip(path):
-        if on_read is None:
-            return io.BufferedReader(BoundedReader(gzip.open(path, "rb"), limit, str(path)), 1 << 20)
-        counted = io.BufferedReader(_CountingFile(path, on_read), 1 << 20)
-        unzipped = gzip.GzipFile(fileobj=counted, mode="rb")
-        unzipped.myfileobj = counted  # closed with it, as gzip.open() does with the file it opens
-        return io.BufferedReader(BoundedReader(unzipped, limit, str(path)), 1 << 20)
+        stored = io.BufferedReader(_CountingFile(path, on_read), 1 << 20)
+        unzipped = gzip.GzipFile(fileobj=stored, mode="rb")
+        unzipped.myfileobj = stored  # closed with it, as gzip.open() does with the file it opens
+        bounded = BoundedReader(unzipped, DecompressionBound.from_env(limit), str(path), stored.tell)
+        return io.BufferedReader(bounded, 1 << 20)
     if on_read is None:
         return open(path, "rb")
     return io.BufferedReader(_CountingFile(path, on_read), 1 << 20)
@@ -137,13 +181,14 @@ def _gzip_complete(path: Path) -> bool:
     return inflater.eof
 
 
-def read_all(path: Path | str, limit: int = MAX_DECOMPRESSED) -> bytes:
-    """Whole content, at most `limit` bytes (compressed or not), with gzip errors turned into
-    a ParseError naming the offset."""
+def read_all(path: Path | str, limit: int | None = None) -> bytes:
+    """Whole content, at most `limit` bytes (compressed or not; the decompression bound's cap
+    when None), with gzip errors turned into a ParseError naming the offset."""
     from ingest.events import ParseError
     path = Path(path)
-    if not is_gzip(path) and path.stat().st_size > limit:  # gzip: BoundedReader counts
-        raise ParseError(str(path), f"byte {limit:,}", f"a file of at most {limit:,} bytes")
+    cap = DecompressionBound.from_env(limit).cap
+    if not is_gzip(path) and path.stat().st_size > cap:  # gzip: BoundedReader counts
+        raise ParseError(str(path), f"byte {cap:,}", f"a file of at most {cap:,} bytes")
     try:
         with open_bytes(path, limit) as f:
             return f.read()

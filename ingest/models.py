@@ -6,19 +6,16 @@ can act on; every transition goes through `Trace.transition()`, which records it
 """
 from __future__ import annotations
 
-import logging
 import re
 from pathlib import Path
 
 from django.conf import settings
-from django.db import models, transaction
+from django.db import models
 from django.utils import timezone
 
 from accounts.models import Team
 from ingest.progress import overall_done
 from ingest.storage import ContentStore
-
-logger = logging.getLogger(__name__)
 
 LABEL_KEY = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9_.\-/]{0,62}[A-Za-z0-9])?$")
 
@@ -72,9 +69,15 @@ class Trace(models.Model):
     report = models.JSONField(null=True, blank=True)
     # artifact name -> ns added to its timestamps, from a tracedoc-clock.json in the upload
     clock_offsets = models.JSONField(default=dict, blank=True)
+    # the workflow run that owns the trace (tracedoc.workflow): a task of an older run, such as
+    # a message redelivered after the trace was queued again, leaves the trace alone. Empty
+    # while no task could be queued (the broker was down).
+    run_id = models.CharField(max_length=32, blank=True)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
                                    on_delete=models.SET_NULL, related_name="traces")
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    # the heartbeat: every transition and progress write moves it, so a trace in parsing or
+    # diagnosing that has not moved for longer than a task may run has lost its task
     updated_at = models.DateTimeField(auto_now=True)
 
     objects = TraceQuerySet.as_manager()
@@ -122,23 +125,23 @@ class Trace(models.Model):
             setattr(self, name, value)
         Trace.objects.filter(pk=self.pk).update(updated_at=timezone.now(), **counters)
 
-    def enqueue(self) -> None:
-        """Parse (then diagnose) in a worker once the upload's transaction is committed.
+    def runs_for(self, run_id: str, *states: str) -> bool:
+        """Whether a task of workflow run `run_id` works on the trace now: the run still owns
+        it and the trace is in one of `states` (a step already done is not done again). A task
+        called without a run (a test, a shell) always does."""
+        return not run_id or (self.run_id == run_id and self.state in states)
 
-        With the broker down the upload still succeeds: the trace stays `received` with a
-        note, and the beat job `ingest.requeue_stalled` sends it again later."""
-        from ingest.tasks import parse_trace
-        pk = self.pk
-
-        def send() -> None:
-            try:
-                parse_trace.delay(pk)
-            except Exception as e:  # kombu OperationalError and friends: the broker is unreachable
-                logger.warning("trace %s: could not queue parsing: %s", pk, e)
-                Trace.objects.filter(pk=pk).update(
-                    error=f"waiting for a worker: the task broker was unreachable ({type(e).__name__}); "
-                          "it is queued again automatically")
-        transaction.on_commit(send)
+    def interrupted_attempts(self, state: str) -> int:
+        """Attempts at `state` (parsing or diagnosing) that never finished: the entries of that
+        state the history ends with. Tasks are acknowledged late, so a worker killed mid-task
+        gets the trace again; a trace that kills every worker must fail instead of being
+        redelivered forever (tracedoc.workflow)."""
+        count = 0
+        for entry in reversed(self.state_history):
+            if entry.get("state") != state:
+                break
+            count += 1
+        return count
 
     def findings_by_severity(self) -> dict[str, int]:
         if not self.report:

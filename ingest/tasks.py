@@ -2,18 +2,20 @@
 
 Idempotent (acks late: a redelivered message must give the same result): a run first
 throws away what an earlier run produced for the trace (archive members, Parquet files,
-counters), then parses every uploaded file again from the content store. Uploaded
-archives are expanded here, in the worker, never in the web process.
+counters, temporary folders of a killed attempt), then parses every uploaded file again
+from the content store. Uploaded archives are expanded here, in the worker, never in the
+web process. tracedoc.workflow chains the diagnosis after it and re-queues a trace whose
+task was lost.
 """
 from __future__ import annotations
 
 import json
 import logging
 import os
+import shutil
 import tempfile
 import time
 from contextlib import ExitStack
-from datetime import timedelta
 from pathlib import Path
 
 import pyarrow.compute as pc
@@ -22,6 +24,8 @@ from celery import shared_task
 from celery.exceptions import SoftTimeLimitExceeded
 from django.utils import timezone
 
+from ingest.artifact_results import parse_one
+from ingest.bundle import expand
 from ingest.events import ParseError
 from ingest.models import Artifact, Trace
 from ingest.storage import ContentStore, sha256_of
@@ -31,12 +35,18 @@ PROGRESS_EVERY_S = 0.5
 MAX_PARSE_ATTEMPTS = 3
 
 
-@shared_task(name="ingest.parse_trace", acks_late=True)
-def parse_trace(trace_id: int) -> None:
+@shared_task(name="ingest.parse_trace", acks_late=True, reject_on_worker_lost=True)
+def parse_trace(trace_id: int, run_id: str = "") -> None:
+    """`run_id`: the workflow run that sent this message (tracedoc.workflow); a message of an
+    older run, or one redelivered after its parse was done, leaves the trace alone."""
     trace = Trace.objects.filter(pk=trace_id).first()
     if trace is None:
         return  # deleted while queued
-    if _interrupted_attempts(trace) >= MAX_PARSE_ATTEMPTS:
+    if not trace.runs_for(run_id, Trace.State.RECEIVED, Trace.State.PARSING):
+        log.info("parse_trace %s: run %s no longer owns the trace (state %s, run %s); skipped",
+                 trace_id, run_id, trace.state, trace.run_id)
+        return
+    if trace.interrupted_attempts(Trace.State.PARSING) >= MAX_PARSE_ATTEMPTS:
         biggest = trace.artifacts.order_by("-size").first()
         trace.transition(Trace.State.FAILED, error=(
             f"gave up after {MAX_PARSE_ATTEMPTS} attempts: the worker stopped (killed, out of memory or "
@@ -73,32 +83,6 @@ def parse_trace(trace_id: int) -> None:
         trace.transition(Trace.State.FAILED, error=f"no artifact could be parsed:\n{errors}")
         return
     trace.transition(Trace.State.PARSED)
-    from diagnosis.tasks import diagnose_trace
-    diagnose_trace.delay(trace.pk)
-
-
-def _interrupted_attempts(trace: Trace) -> int:
-    """Parse attempts that never finished: the `parsing` entries the history ends with. A task
-    is acknowledged late, so a worker killed mid-parse gets the same trace again; a trace that
-    kills every worker must fail instead of being redelivered forever."""
-    count = 0
-    for entry in reversed(trace.state_history):
-        if entry.get("state") != Trace.State.PARSING:
-            break
-        count += 1
-    return count
-
-
-@shared_task(name="ingest.requeue_stalled")
-def requeue_stalled(older_than_s: int = 120) -> int:
-    """Beat job: queue again the traces whose parse task never reached the broker."""
-    cutoff = timezone.now() - timedelta(seconds=older_than_s)
-    stalled = list(Trace.objects.filter(state=Trace.State.RECEIVED, created_at__lt=cutoff)
-                   .values_list("pk", flat=True))
-    for pk in stalled:
-        parse_trace.delay(pk)
-        Trace.objects.filter(pk=pk).update(error="")
-    return len(stalled)
 
 
 def _reset(trace: Trace, store: ContentStore) -> None:
@@ -106,6 +90,8 @@ def _reset(trace: Trace, store: ContentStore) -> None:
     trace.artifacts.update(format="", event_count=0, warnings=[], error="", parquet="", meta={},
                            start_ts=None, end_ts=None, parsed_at=None)
     store.reset_parquet_dir(trace.pk)
+    for leftover in _tmp_root(store).glob(f"trace-{trace.pk}-*"):  # of an attempt that was killed
+        shutil.rmtree(leftover, ignore_errors=True)
     trace.report = None
     trace.error = ""
     trace.save(update_fields=["report", "error"])
@@ -121,7 +107,6 @@ def _tmp_root(store: ContentStore) -> Path:
 def _expand_uploads(trace: Trace, store: ContentStore, tmp: Path, stack: ExitStack):
     """[(artifact, file to parse)]: plain uploads as they are, archives as their members.
     Clock offsets found on the way (tracedoc-clock.json) are kept on the trace."""
-    from ingest.bundle import expand
     leaves, offsets = [], {}
     for n, upload in enumerate(trace.artifacts.filter(parent=None)):
         # Give the stored blob its original name, so that expand() and the parsers see it.
@@ -180,7 +165,6 @@ def _file_size(path: Path) -> int:
 
 
 def _parse_artifact(trace: Trace, artifact: Artifact, path: Path, store: ContentStore, scale: _ByteScale) -> None:
-    from diagnosis.pipeline import parse_one
     events_before = trace.events_done
     last = [0.0]
 

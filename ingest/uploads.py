@@ -7,12 +7,15 @@ from __future__ import annotations
 import json
 from typing import Iterable
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.db.models import Sum
 
 from accounts.models import Team
 from ingest.models import LABEL_KEY, Artifact, Trace
 from ingest.storage import ContentStore
+from tracedoc import workflow
 
 MAX_LABELS = 50
 
@@ -48,9 +51,20 @@ def parse_labels(raw) -> dict[str, str]:
     return labels
 
 
-def team_for_upload(user, slug: str | None) -> Team:
-    """The team a new trace belongs to: the named one, or the user's only team."""
+def team_for_upload(user, slug: str | None, labels: dict | None = None) -> Team:
+    """The team a new trace belongs to: the named one, or the user's only team. A `team`
+    label names it too: a team of the uploader's (else the upload is refused), and the same
+    one when a team is also given."""
     teams = Team.objects.of(user)
+    named = (labels or {}).get("team")
+    if named:
+        if slug and slug != named:
+            raise ValidationError(f"team: the upload is for team {slug!r} but its label team={named!r} names "
+                                  "another; choose that team or drop the label")
+        if not teams.filter(slug=named).exists():
+            raise ValidationError(f"labels: team={named!r} names a team you are not a member of, so the trace "
+                                  "was not stored; ask that team to add you, or drop the label")
+        slug = named
     if slug:
         team = teams.filter(slug=slug).first()
         if team is None:
@@ -64,15 +78,39 @@ def team_for_upload(user, slug: str | None) -> Team:
     return mine[0]
 
 
+class QuotaExceeded(ValidationError):
+    """The team's stored bytes plus this upload pass TRACEDOC_TEAM_STORAGE_QUOTA_BYTES."""
+
+    def __init__(self, team: Team, quota: int, used: int, incoming: int):
+        self.quota, self.used, self.incoming = quota, used, incoming
+        super().__init__(f"team {team.slug}: storage quota of {quota:,} bytes reached ({used:,} stored, "
+                         f"this upload {incoming:,}); delete old traces or ask an admin to raise "
+                         "TRACEDOC_TEAM_STORAGE_QUOTA_BYTES")
+
+
+def check_quota(team: Team, incoming: int) -> None:
+    """Raise QuotaExceeded when `incoming` more bytes would pass the team's quota (0: none)."""
+    quota = settings.TRACEDOC_TEAM_STORAGE_QUOTA_BYTES
+    if not quota:
+        return
+    used = Trace.objects.filter(team=team).aggregate(total=Sum("bytes_total"))["total"] or 0
+    if used + incoming > quota:
+        raise QuotaExceeded(team, quota, used, incoming)
+
+
 def create_trace(team: Team, user, files: Iterable, name: str = "", labels: dict | None = None,
                  store: ContentStore | None = None) -> Trace:
-    """Store the uploaded files and queue the trace for parsing."""
+    """Store the uploaded files and queue the trace for parsing, within the team's quota."""
     files = list(files)
     if not files:
         raise ValidationError("files: upload at least one file")
+    check_quota(team, sum(getattr(f, "size", None) or 0 for f in files))  # before a byte is stored
     store = store or ContentStore()
     blobs = [(f.name, store.put_file(f)) for f in files]
     with transaction.atomic():
+        # again with the team row locked: two uploads at once cannot both take the last room
+        Team.objects.select_for_update().filter(pk=team.pk).first()
+        check_quota(team, sum(b.size for _, b in blobs))
         trace = Trace.objects.create(
             team=team, created_by=user if user and user.is_authenticated else None,
             name=name or _default_name(blobs), labels=labels or {},
@@ -80,7 +118,7 @@ def create_trace(team: Team, user, files: Iterable, name: str = "", labels: dict
         Artifact.objects.bulk_create(
             Artifact(trace=trace, name=_unique(n, i, blobs), size=b.size, sha256=b.sha256)
             for i, (n, b) in enumerate(blobs))
-        trace.enqueue()
+        workflow.start(trace)
     return trace
 
 

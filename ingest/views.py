@@ -12,7 +12,7 @@ from django_htmx.http import HttpResponseClientRefresh
 from diagnosis.views import report_context
 from ingest.forms import UploadForm
 from ingest.models import Trace
-from ingest.uploads import create_trace, team_for_upload
+from ingest.uploads import QuotaExceeded, create_trace, team_for_upload
 
 LIST_LIMIT = 200
 
@@ -41,16 +41,18 @@ def trace_upload(request):
     if getattr(request, "upload_too_large", False):
         return HttpResponse(f"Upload larger than {settings.TRACEDOC_MAX_UPLOAD_BYTES:,} bytes.", status=413)
     form = UploadForm(request.POST or None, request.FILES or None, user=request.user)
+    status = 200
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         try:
-            team = data["team"] or team_for_upload(request.user, None)
+            team = team_for_upload(request.user, data["team"].slug if data["team"] else None, data["labels"])
             trace = create_trace(team, request.user, data["files"], name=data["name"], labels=data["labels"])
         except ValidationError as e:
             form.add_error(None, e)
+            status = 413 if isinstance(e, QuotaExceeded) else 200  # the page shows why
         else:
             return redirect("ingest:trace-detail", trace.pk)
-    return render(request, "ingest/trace_upload.html", {"form": form})
+    return render(request, "ingest/trace_upload.html", {"form": form}, status=status)
 
 
 @login_required

@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from rules.models import Rule, RuleVersion
+from rules.models import RuleVersion, TeamRule
 
 
 class RuleVersionInline(admin.TabularInline):
@@ -11,8 +11,8 @@ class RuleVersionInline(admin.TabularInline):
     can_delete = False
 
 
-@admin.register(Rule)
-class RuleAdmin(admin.ModelAdmin):
+@admin.register(TeamRule)
+class TeamRuleAdmin(admin.ModelAdmin):
     list_display = ("rule_id", "version", "team", "severity", "enabled", "updated_at")
     list_filter = ("enabled", "severity", "team")
     search_fields = ("rule_id", "title")

@@ -10,6 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from rules.expressions import And, Aggregate, Arithmetic, Having, Negate, Not, Number, Or, Text
+
 PERCENTILES = {"p50": 50, "p90": 90, "p95": 95, "p99": 99}
 MIN_RATE_SPAN_NS = 1_000_000
 
@@ -92,42 +94,41 @@ def _reduce(ufunc, arr: np.ndarray, starts, stops, pad) -> np.ndarray:
 
 # ---------------------------------------------------------------- having
 
-def evaluate_having(node, metrics: dict) -> np.ndarray:
+def evaluate_having(node: Having, metrics: dict) -> np.ndarray:
     """Boolean array over ranges; comparisons with NaN are false."""
     return _truth(_eval(node, metrics))
 
 
-def _eval(node, m):
-    tag = node[0]
-    if tag == "num":
-        return node[1]
-    if tag == "str":
-        return node[1]
-    if tag == "agg":
-        return m[(node[1], node[2])]
-    if tag == "neg":
-        return -_as_float(_eval(node[1], m))
-    if tag == "not":
-        return ~_truth(_eval(node[1], m))
-    if tag == "and":
-        return np.logical_and.reduce([_truth(_eval(n, m)) for n in node[1]])
-    if tag == "or":
-        return np.logical_or.reduce([_truth(_eval(n, m)) for n in node[1]])
-    a, b = _eval(node[2], m), _eval(node[3], m)
+_ARITHMETIC = {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.true_divide}
+_COMPARISONS = {"<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal,
+                "==": np.equal, "!=": np.not_equal}
+
+
+def _eval(node: Having, m):
+    if isinstance(node, (Number, Text)):
+        return node.value
+    if isinstance(node, Aggregate):
+        return m[node.key]
+    if isinstance(node, Negate):
+        return -_as_float(_eval(node.operand, m))
+    if isinstance(node, Not):
+        return ~_truth(_eval(node.operand, m))
+    if isinstance(node, And):
+        return np.logical_and.reduce([_truth(_eval(n, m)) for n in node.terms])
+    if isinstance(node, Or):
+        return np.logical_or.reduce([_truth(_eval(n, m)) for n in node.terms])
+    a, b = _eval(node.left, m), _eval(node.right, m)
     with np.errstate(all="ignore"):
-        if tag == "bin":
-            a, b = _as_float(a), _as_float(b)
-            return {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.true_divide}[node[1]](a, b)
+        if isinstance(node, Arithmetic):
+            return _ARITHMETIC[node.op](_as_float(a), _as_float(b))
         if isinstance(a, str) or isinstance(b, str) or _is_object(a) or _is_object(b):
             a, b = _as_text(a), _as_text(b)
-            if node[1] in ("==", "!="):
+            if node.op in ("==", "!="):
                 eq = np.asarray(a == b, dtype=bool)
-                return eq if node[1] == "==" else ~eq
+                return eq if node.op == "==" else ~eq
         else:
             a, b = _as_float(a), _as_float(b)
-        op = {"<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal,
-              "==": np.equal, "!=": np.not_equal}[node[1]]
-        return np.asarray(op(a, b), dtype=bool)
+        return np.asarray(_COMPARISONS[node.op](a, b), dtype=bool)
 
 
 def _is_object(x) -> bool:

@@ -1,4 +1,9 @@
-"""`tracedoc rules validate FILE...` and `tracedoc rules test [DIR]` (wired in cli/main.py)."""
+"""What the `rules` commands do: `validate FILE...`, `test [DIR]`, `features`, `coverage`
+(their arguments: rules/cli_parser.py).
+
+An adapter over the engine, not part of it: it reads corpus scenarios through the diagnosis
+(`diagnosis.scenarios`, `diagnosis.coverage`).
+"""
 from __future__ import annotations
 
 import sys
@@ -6,6 +11,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from diagnosis.coverage import write_coverage
+from diagnosis.scenarios import events
+from rules.features import list_features
 from rules.loader import RuleError, load_rule_dirs, load_rule_files, rule_files, validate_files
 from rules.testing import run_rule_tests
 
@@ -25,7 +33,6 @@ def validate_main(paths) -> int:
 
 def scenario_events(path: Path) -> pd.DataFrame:
     """The real ingest of one corpus scenario (a file or a folder) as one event table."""
-    from diagnosis.scenarios import events
     return events(path)
 
 
@@ -45,3 +52,14 @@ def test_main(rules_dir, corpus_root) -> int:
 
 
 test_main.__test__ = False  # a CLI entry, not a pytest test
+
+
+def features_main() -> int:
+    print("| feature | rows |\n|---|---|")
+    for f in list_features():
+        print(f"| `{f['name']}` | {f['doc']} |")
+    return 0
+
+
+def coverage_main(corpus_root: str, output: str, rules_dir: str | None) -> int:
+    return write_coverage(corpus_root, output, rules_dir=rules_dir)

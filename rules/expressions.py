@@ -1,17 +1,21 @@
-"""The two small expression languages of a rule, parsed into tuples (never eval'ed).
+"""The two small expression languages of a rule as dataclass nodes (never eval'ed).
 
 `condition` combines selection names:   errors and not (benign or 1 of filter_*)
 `aggregate.having` tests group metrics: count >= 3 and p99(dur) > 20ms or rate > 100
 
-Both are tokenized by one regex and parsed by recursive descent with a depth limit.
-Errors carry the character offset so the loader can point at line and column.
+`rules.grammar` parses the text; this module turns the parse tree into the nodes below and
+makes the checks that need the rule (selection names, aggregate names). Errors carry the
+character offset so the loader can point at line and column.
 """
 from __future__ import annotations
 
-import re
+from dataclasses import dataclass
 from fnmatch import fnmatchcase
+from typing import Union
 
-from rules import limits
+import lark
+
+from rules.grammar import CONDITION, HAVING, ExprError, next_token, parse_tree
 from rules.quantities import parse_quantity
 
 AGG_FUNCTIONS = ("sum", "min", "max", "mean", "p50", "p90", "p95", "p99", "distinct")
@@ -20,238 +24,217 @@ AGG_ROWS = ("first", "last")
 COMPARE = ("<", "<=", ">", ">=", "==", "!=")
 KEYWORDS = ("and", "or", "not", "of")
 
-
-class ExprError(ValueError):
-    def __init__(self, message: str, offset: int = 0):
-        super().__init__(message)
-        self.message, self.offset = message, offset
+__all__ = ["ExprError", "parse_condition", "parse_having", "condition_names", "having_aggregates",
+           "metric_name", "parse_metric_name"]
 
 
-_TOKEN_TEMPLATE = r"""
-    (?P<ws>\s+)
-  | (?P<num>[0-9]+(?:\.[0-9]+)?(?:[A-Za-zµ]+)?)
-  | (?P<str>"[^"\\]{0,500}"|'[^'\\]{0,500}')
-  | (?P<name>NAME)
-  | (?P<op><=|>=|==|!=|<|>|\(|\)|\+|-|\*|/|,)
-"""
-# condition names may hold `*` wildcards (sel_*); in having, `*` multiplies
-_CONDITION_TOKEN = re.compile(_TOKEN_TEMPLATE.replace("NAME", r"[A-Za-z_*][A-Za-z0-9_*]*"), re.VERBOSE)
-_HAVING_TOKEN = re.compile(_TOKEN_TEMPLATE.replace("NAME", r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*"), re.VERBOSE)
+# ---------------------------------------------------------------- nodes shared by both
+
+@dataclass(frozen=True)
+class Not:
+    operand: "Condition | Having"
 
 
-def tokenize(text: str, token_re: re.Pattern) -> list[tuple[str, str, int]]:
-    if len(text) > limits.MAX_CONDITION_LENGTH:
-        raise ExprError(f"expression is {len(text)} characters long (limit {limits.MAX_CONDITION_LENGTH})", 0)
-    tokens, pos = [], 0
-    while pos < len(text):
-        m = token_re.match(text, pos)
-        if not m:
-            raise ExprError(f"unexpected character {text[pos]!r}", pos)
-        if m.lastgroup != "ws":
-            tokens.append((m.lastgroup, m.group(), pos))
-        pos = m.end()
-    tokens.append(("end", "", len(text)))
-    return tokens
+@dataclass(frozen=True)
+class And:
+    terms: tuple
 
 
-class _Parser:
-    def __init__(self, text: str, token_re: re.Pattern):
-        self.tokens = tokenize(text, token_re)
-        self.i = 0
-        self.depth = 0
-
-    def peek(self) -> tuple[str, str, int]:
-        return self.tokens[self.i]
-
-    def take(self) -> tuple[str, str, int]:
-        tok = self.tokens[self.i]
-        self.i += 1
-        return tok
-
-    def accept(self, value: str) -> bool:
-        kind, text, _ = self.peek()
-        if kind in ("op", "name") and text == value:
-            self.i += 1
-            return True
-        return False
-
-    def expect(self, value: str, what: str) -> None:
-        if not self.accept(value):
-            kind, text, pos = self.peek()
-            raise ExprError(f"expected {what}, found {text!r}" if text else f"expected {what} at the end", pos)
-
-    def enter(self) -> None:
-        self.depth += 1
-        if self.depth > limits.MAX_CONDITION_DEPTH:
-            raise ExprError(f"expression nests deeper than {limits.MAX_CONDITION_DEPTH} levels", self.peek()[2])
-
-    def done(self) -> None:
-        kind, text, pos = self.peek()
-        if kind != "end":
-            raise ExprError(f"unexpected {text!r}; combine terms with and / or", pos)
-
-    def boolean(self, unary):
-        """or / and / not levels shared by both languages."""
-        self.enter()
-        terms = [self._and(unary)]
-        while self.accept("or"):
-            terms.append(self._and(unary))
-        self.depth -= 1
-        return terms[0] if len(terms) == 1 else ("or", terms)
-
-    def _and(self, unary):
-        terms = [self._not(unary)]
-        while self.accept("and"):
-            terms.append(self._not(unary))
-        return terms[0] if len(terms) == 1 else ("and", terms)
-
-    def _not(self, unary):
-        if self.accept("not"):
-            self.enter()
-            node = ("not", self._not(unary))
-            self.depth -= 1
-            return node
-        return unary()
+@dataclass(frozen=True)
+class Or:
+    terms: tuple
 
 
 # ---------------------------------------------------------------- condition
 
-def parse_condition(text: str, selections: list[str]):
-    """AST over selection names: ("sel", name) | ("not", x) | ("and"/"or", [x...]).
+@dataclass(frozen=True)
+class SelectionRef:
+    name: str
 
-    `N of pattern` / `all of pattern` / `any of pattern` (pattern: a name with `*`
-    wildcards, or `them`) expands to the matching selections now, so evaluation only
-    sees plain names: ("of", N | "all", [names]).
-    """
-    p = _Parser(text, _CONDITION_TOKEN)
 
-    def atom():
-        kind, tok, pos = p.take()
-        if tok == "(":
-            node = p.boolean(atom)
-            p.expect(")", "')'")
-            return node
-        if kind == "num" or tok in ("all", "any"):
-            if kind == "num" and not tok.isdigit():
-                raise ExprError(f"{tok!r}: expected a whole number before 'of'", pos)
-            if not p.accept("of"):
-                if kind == "num":
-                    raise ExprError(f"expected 'of' after {tok}", p.peek()[2])
-                return _selection(tok, pos)
-            pkind, pattern, ppos = p.take()
-            if pkind != "name" or pattern in KEYWORDS:
-                raise ExprError(f"expected selection names (e.g. sel_* or them) after 'of', found {pattern!r}", ppos)
-            names = _expand(pattern, ppos)
-            quantity = "all" if tok == "all" else 1 if tok == "any" else int(tok)
-            if quantity != "all" and quantity > len(names):
-                raise ExprError(f"'{tok} of {pattern}' can never hold: only {len(names)} selection(s) match", pos)
-            return ("of", quantity, names)
-        if kind == "name" and tok not in KEYWORDS:
-            return _selection(tok, pos)
-        raise ExprError(f"expected a selection name, 'not' or '(' but found {tok!r}" if tok
-                        else "expected a selection name at the end", pos)
+@dataclass(frozen=True)
+class Quantified:
+    """`N of pattern` / `all of pattern` / `any of pattern`, expanded to the names it matches."""
+    quantity: int | str          # a count, or "all"
+    names: tuple[str, ...]
 
-    def _selection(name, pos):
-        if name not in selections:
-            raise ExprError(f"condition names selection {name!r} which is not defined under match "
-                            f"(defined: {', '.join(selections)})", pos)
-        return ("sel", name)
 
-    def _expand(pattern, pos):
-        if pattern == "them":
-            return list(selections)
+Condition = Union[SelectionRef, Quantified, Not, And, Or]
+
+
+def parse_condition(text: str, selections: list[str]) -> Condition:
+    """The condition over selection names. `N of pattern` (pattern: a name with `*`
+    wildcards, or `them`) expands to the matching selections now, so evaluation only sees
+    plain names."""
+    return _ConditionBuilder(text, list(selections)).build(parse_tree(text, CONDITION))
+
+
+class _ConditionBuilder:
+    def __init__(self, text: str, selections: list[str]):
+        self.text, self.selections = text, selections
+
+    def build(self, tree: lark.Tree) -> Condition:
+        return _build(tree, self.node)
+
+    def node(self, tree: lark.Tree, children: list) -> Condition:
+        kind = tree.data
+        if kind == "selection":
+            return self.selection(tree.children[0])
+        if kind == "quantified":
+            head, _of, pattern = tree.children
+            return self.quantified(head, pattern)
+        return _boolean(kind, children)
+
+    def selection(self, token) -> SelectionRef:
+        if token.value not in self.selections:
+            raise ExprError(f"condition names selection {token.value!r} which is not defined under match "
+                            f"(defined: {', '.join(self.selections)})", token.start_pos)
+        return SelectionRef(token.value)
+
+    def quantified(self, head, pattern) -> Condition:
+        if head.type == "NUMBER" and not head.value.isdigit():
+            raise ExprError(f"{head.value!r}: expected a whole number before 'of'", head.start_pos)
+        if head.type == "NAME" and head.value not in ("all", "any"):
+            self.selection(head)        # `sel of x`: a selection name, then a stray word
+            raise ExprError(f"unexpected {'of'!r}; combine terms with and / or",
+                            next_token(self.text, head.end_pos, CONDITION)[1])
+        names = self.expand(pattern)
+        quantity = "all" if head.value == "all" else 1 if head.value == "any" else int(head.value)
+        if quantity != "all" and quantity > len(names):
+            raise ExprError(f"'{head.value} of {pattern.value}' can never hold: only {len(names)} selection(s) match",
+                            head.start_pos)
+        return Quantified(quantity, tuple(names))
+
+    def expand(self, pattern) -> list[str]:
+        if pattern.value == "them":
+            return list(self.selections)
         # fnmatch, not a regex of ".*" joins: those backtrack polynomially ("a*a*a*...b").
-        names = [s for s in selections if fnmatchcase(s, pattern)]
+        names = [s for s in self.selections if fnmatchcase(s, pattern.value)]
         if not names:
-            raise ExprError(f"{pattern!r} matches no selection (defined: {', '.join(selections)})", pos)
+            raise ExprError(f"{pattern.value!r} matches no selection (defined: {', '.join(self.selections)})",
+                            pattern.start_pos)
         return names
 
-    node = p.boolean(atom)
-    p.done()
-    return node
 
-
-def condition_names(node) -> set[str]:
-    if node[0] == "sel":
-        return {node[1]}
-    if node[0] == "of":
-        return set(node[2])
-    if node[0] == "not":
-        return condition_names(node[1])
-    return set().union(*(condition_names(n) for n in node[1]))
+def condition_names(node: Condition) -> set[str]:
+    if isinstance(node, SelectionRef):
+        return {node.name}
+    if isinstance(node, Quantified):
+        return set(node.names)
+    if isinstance(node, Not):
+        return condition_names(node.operand)
+    return set().union(*(condition_names(n) for n in node.terms))
 
 
 # ---------------------------------------------------------------- having
 
-def parse_having(text: str):
-    """AST: ("num", x) | ("str", s) | ("agg", fn, field|None) | ("cmp", op, a, b) |
-    ("bin", op, a, b) | ("neg", x) | ("not", x) | ("and"/"or", [x...])."""
-    p = _Parser(text, _HAVING_TOKEN)
+@dataclass(frozen=True)
+class Number:
+    value: float
 
-    def comparison():
-        left = arith()
-        kind, tok, pos = p.peek()
-        if kind == "op" and tok in COMPARE:
-            p.take()
-            return ("cmp", tok, left, arith())
-        return left
 
-    def arith():
-        node = term()
-        while p.peek()[1] in ("+", "-") and p.peek()[0] == "op":
-            node = ("bin", p.take()[1], node, term())
-        return node
+@dataclass(frozen=True)
+class Text:
+    value: str
 
-    def term():
-        node = factor()
-        while p.peek()[1] in ("*", "/") and p.peek()[0] == "op":
-            node = ("bin", p.take()[1], node, factor())
-        return node
 
-    def factor():
-        kind, tok, pos = p.take()
-        if tok == "-" and kind == "op":
-            p.enter()
-            node = ("neg", factor())
-            p.depth -= 1
-            return node
-        if tok == "(" and kind == "op":
-            node = p.boolean(comparison)
-            p.expect(")", "')'")
-            return node
-        if kind == "num":
-            value = parse_quantity(tok)
+@dataclass(frozen=True)
+class Aggregate:
+    """An aggregate over a group's rows: count, rate, p99(dur), first.name ..."""
+    fn: str
+    field: str | None = None
+
+    @property
+    def key(self) -> tuple[str, str | None]:
+        return self.fn, self.field
+
+
+@dataclass(frozen=True)
+class Compare:
+    op: str                      # one of COMPARE
+    left: "Having"
+    right: "Having"
+
+
+@dataclass(frozen=True)
+class Arithmetic:
+    op: str                      # + - * /
+    left: "Having"
+    right: "Having"
+
+
+@dataclass(frozen=True)
+class Negate:
+    operand: "Having"
+
+
+Having = Union[Number, Text, Aggregate, Compare, Arithmetic, Negate, Not, And, Or]
+
+
+def parse_having(text: str) -> Having:
+    return _HavingBuilder(text).build(parse_tree(text, HAVING))
+
+
+class _HavingBuilder:
+    def __init__(self, text: str):
+        self.text = text
+
+    def build(self, tree: lark.Tree) -> Having:
+        return _build(tree, self.node)
+
+    def node(self, tree: lark.Tree, children: list) -> Having:
+        kind, tokens = tree.data, tree.children
+        if kind == "number":
+            value = parse_quantity(tokens[0].value)
             if value is None:
-                raise ExprError(f"{tok!r} is not a number, a duration (10ms, 2s) or a size (2GiB)", pos)
-            return ("num", value)
-        if kind == "str":
-            return ("str", tok[1:-1])
-        if kind == "name":
-            return aggregate(tok, pos)
-        raise ExprError(f"expected a number, an aggregate or '(' but found {tok!r}" if tok
-                        else "expression ends too early", pos)
+                raise ExprError(f"{tokens[0].value!r} is not a number, a duration (10ms, 2s) or a size (2GiB)",
+                                tokens[0].start_pos)
+            return Number(value)
+        if kind == "string":
+            return Text(tokens[0].value[1:-1])
+        if kind == "bare":
+            return self.bare(tokens[0])
+        if kind == "call":
+            fn, _lpar, field, _rpar = tokens
+            return self.call(fn, field)
+        if kind == "neg":
+            return Negate(children[1])
+        if kind == "comparison":
+            return Compare(tokens[1].value, children[0], children[2])
+        if kind in ("arith", "term"):
+            node = children[0]
+            for i in range(1, len(children), 2):
+                node = Arithmetic(tokens[i].value, node, children[i + 1])
+            return node
+        return _boolean(kind, children)
 
-    def aggregate(tok, pos):
-        if tok in AGG_BARE:
-            return ("agg", tok, None)
-        head, _, rest = tok.partition(".")
+    def bare(self, token) -> Aggregate:
+        name = token.value
+        if name in AGG_BARE:
+            return Aggregate(name)
+        head, _, rest = name.partition(".")
         if head in AGG_ROWS and rest:
-            _check_field(rest, pos)
-            return ("agg", head, rest)
-        if tok in AGG_FUNCTIONS:
-            p.expect("(", f"'(' after {tok}")
-            fkind, field, fpos = p.take()
-            if fkind != "name" or field in KEYWORDS:
-                raise ExprError(f"expected a field name inside {tok}(...)", fpos)
-            _check_field(field, fpos)
-            p.expect(")", "')'")
-            return ("agg", tok, field)
-        known = ", ".join(list(AGG_BARE) + [f"{f}(field)" for f in AGG_FUNCTIONS] + ["first.field", "last.field"])
-        raise ExprError(f"unknown aggregate {tok!r} (known: {known})", pos)
+            _check_field(rest, token.start_pos)
+            return Aggregate(head, rest)
+        if name in AGG_FUNCTIONS:
+            found, pos = next_token(self.text, token.end_pos, HAVING)
+            raise ExprError(f"expected '(' after {name}, found {found!r}" if found
+                            else f"expected '(' after {name} at the end", pos)
+        raise _unknown_aggregate(token)
 
-    node = p.boolean(comparison)
-    p.done()
-    return node
+    def call(self, fn, field) -> Aggregate:
+        if fn.value in AGG_BARE:    # count(...): count takes no field
+            found, pos = next_token(self.text, fn.end_pos, HAVING)
+            raise ExprError(f"unexpected {found!r}; combine terms with and / or", pos)
+        if fn.value not in AGG_FUNCTIONS:
+            raise _unknown_aggregate(fn)
+        _check_field(field.value, field.start_pos)
+        return Aggregate(fn.value, field.value)
+
+
+def _unknown_aggregate(token) -> ExprError:
+    known = ", ".join(list(AGG_BARE) + [f"{f}(field)" for f in AGG_FUNCTIONS] + ["first.field", "last.field"])
+    return ExprError(f"unknown aggregate {token.value!r} (known: {known})", token.start_pos)
 
 
 def _check_field(field: str, pos: int) -> None:
@@ -259,18 +242,49 @@ def _check_field(field: str, pos: int) -> None:
         raise ExprError(f"{field!r} is not a field name", pos)
 
 
-def having_aggregates(node) -> set[tuple[str, str | None]]:
-    """Every ("fn", field) the expression needs."""
-    tag = node[0]
-    if tag == "agg":
-        return {(node[1], node[2])}
-    if tag in ("num", "str"):
+def having_aggregates(node: Having) -> set[tuple[str, str | None]]:
+    """Every (fn, field) the expression needs."""
+    if isinstance(node, Aggregate):
+        return {node.key}
+    if isinstance(node, (Number, Text)):
         return set()
-    if tag in ("neg", "not"):
-        return having_aggregates(node[1])
-    if tag in ("and", "or"):
-        return set().union(*(having_aggregates(n) for n in node[1]))
-    return having_aggregates(node[2]) | having_aggregates(node[3])
+    if isinstance(node, (Negate, Not)):
+        return having_aggregates(node.operand)
+    if isinstance(node, (And, Or)):
+        return set().union(*(having_aggregates(n) for n in node.terms))
+    return having_aggregates(node.left) | having_aggregates(node.right)
+
+
+# ---------------------------------------------------------------- shared
+
+def _boolean(kind: str, children: list):
+    """The levels both languages share; `children` still hold the keyword and parenthesis tokens."""
+    nodes = [c for c in children if not isinstance(c, lark.Token)]
+    if kind in ("negation", "group"):
+        return Not(nodes[0]) if kind == "negation" else nodes[0]
+    if kind == "and_":
+        return And(tuple(nodes))
+    if kind == "or_":
+        return Or(tuple(nodes))
+    if kind == "start":
+        return children[0]
+    raise AssertionError(f"grammar rule {kind!r} has no node")
+
+
+def _build(tree: lark.Tree, make):
+    """Bottom-up over the parse tree without recursion: make(tree, built children), where
+    a child token stays a token (parse_tree bounded the depth, not the Python stack)."""
+    built: dict[int, object] = {}
+    stack = [(tree, False)]
+    while stack:
+        node, children_done = stack.pop()
+        if not children_done:
+            stack.append((node, True))
+            stack.extend((c, False) for c in node.children if isinstance(c, lark.Tree))
+            continue
+        children = [built.pop(id(c)) if isinstance(c, lark.Tree) else c for c in node.children]
+        built[id(node)] = make(node, children)
+    return built[id(tree)]
 
 
 def metric_name(fn: str, field: str | None) -> str:

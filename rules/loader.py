@@ -67,8 +67,8 @@ class Rule:
         keys = ("owner", "tags", "root_cause", "slo", "description", "explain", "recommend", "references",
                 "fingerprint", "causes", "suppresses", "tests")
         return cls(id=data["id"], version=data["version"], title=data["title"], status=data["status"],
-                   severity=data["severity"], data=_plain(data), file=str(file), line=line, source=source,
-                   **{k: _plain(data[k]) for k in keys if k in data})
+                   severity=data["severity"], data=_unmarked(data), file=str(file), line=line, source=source,
+                   **{k: _unmarked(data[k]) for k in keys if k in data})
 
     def to_dict(self) -> dict:
         return {**self.data, "file": self.file, "line": self.line}
@@ -124,12 +124,12 @@ _MarkedLoader.add_constructor("tag:yaml.org,2002:map", _construct_map)
 _MarkedLoader.add_constructor("tag:yaml.org,2002:seq", _construct_seq)
 
 
-def _plain(value):
+def _unmarked(value):
     """Marked containers -> plain dicts/lists (what the rest of the engine and the API see)."""
     if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
+        return {k: _unmarked(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [_plain(v) for v in value]
+        return [_unmarked(v) for v in value]
     return value
 
 

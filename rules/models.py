@@ -11,10 +11,11 @@ from django.core.exceptions import ValidationError
 from django.db import models, transaction
 
 from accounts.models import Team
+from rules.loader import check_text
+
 
 def check_rule(text: str):
     """(the one loader rule in `text` or None, [{"line", "col", "message"}])."""
-    from rules.loader import check_text
     loaded, errors = check_text(text, "rule.yaml")
     if errors:
         return None, [{"line": e.line, "col": e.col, "message": e.message} for e in errors]
@@ -32,8 +33,8 @@ def parse_rule(text: str):
     return rule
 
 
-class RuleQuerySet(models.QuerySet):
-    def visible_to(self, user) -> "RuleQuerySet":
+class TeamRuleQuerySet(models.QuerySet):
+    def visible_to(self, user) -> "TeamRuleQuerySet":
         return self.filter(team__in=Team.objects.of(user))
 
     def loaded_for(self, team: Team) -> list:
@@ -48,7 +49,8 @@ class RuleQuerySet(models.QuerySet):
         return rules
 
 
-class Rule(models.Model):
+class TeamRule(models.Model):
+    """A rule a team wrote (the loader's `rules.loader.Rule` is what it parses to)."""
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="rules")
     rule_id = models.CharField(max_length=200, editable=False)
     version = models.IntegerField(default=1, editable=False)
@@ -64,7 +66,7 @@ class Rule(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
-    objects = RuleQuerySet.as_manager()
+    objects = TeamRuleQuerySet.as_manager()
 
     class Meta:
         ordering = ["rule_id"]
@@ -75,12 +77,12 @@ class Rule(models.Model):
 
     def save(self, *args, **kwargs):
         loaded = parse_rule(self.yaml)
-        previous = Rule.objects.filter(pk=self.pk).first() if self.pk else None
+        previous = TeamRule.objects.filter(pk=self.pk).first() if self.pk else None
         if previous and previous.rule_id != loaded.id:
             raise ValidationError(f"id: a saved rule keeps its id ({previous.rule_id}); create a new rule instead")
         if previous and previous.yaml != self.yaml and int(loaded.version) <= previous.version:
             raise ValidationError(f"version: the text changed, so bump `version:` above {previous.version}")
-        if not previous and Rule.objects.filter(team=self.team_id, rule_id=loaded.id).exists():
+        if not previous and TeamRule.objects.filter(team=self.team_id, rule_id=loaded.id).exists():
             raise ValidationError(f"id: the team already has a rule {loaded.id}")
         self.rule_id, self.version = loaded.id, int(loaded.version)
         self.title, self.severity = loaded.title or "", loaded.severity or ""
@@ -94,7 +96,7 @@ class Rule(models.Model):
 
 class RuleVersion(models.Model):
     """A replaced text of a rule, kept for audit and to explain old findings."""
-    rule = models.ForeignKey(Rule, on_delete=models.CASCADE, related_name="versions")
+    rule = models.ForeignKey(TeamRule, on_delete=models.CASCADE, related_name="versions")
     version = models.IntegerField()
     yaml = models.TextField()
     saved_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,

@@ -18,8 +18,8 @@ import pandas as pd
 from rules.compiler import compile_rule
 from rules.evaluator import evaluate_rules, selection_counts
 from rules.features import TraceContext
+from rules.severity import RANK
 
-SEVERITY_ORDER = ("info", "warning", "error", "critical")
 GATED_STATUSES = ("test", "stable")
 
 
@@ -71,7 +71,7 @@ def run_rule_tests(rules, corpus_root, diagnose_scenario: Callable[[Path], pd.Da
                                       f"status {rule.status} needs at least one `fires` and one `quiet` scenario "
                                       "(or status experimental)"))
         compiled = compile_rule(rule)
-        floor = SEVERITY_ORDER.index(tests.get("min_severity", "info"))
+        floor = RANK[tests.get("min_severity", "info")]
         for expect in ("fires", "quiet"):
             for scenario in tests.get(expect) or []:
                 ctx = context(scenario)
@@ -82,7 +82,7 @@ def run_rule_tests(rules, corpus_root, diagnose_scenario: Callable[[Path], pd.Da
                 if errors:
                     results.append(TestResult(rule.id, scenario, expect, False, f"rule failed: {errors[0]['error']}"))
                     continue
-                hits = [f for f in findings if SEVERITY_ORDER.index(f["severity"]) >= floor]
+                hits = [f for f in findings if RANK[f.severity] >= floor]
                 results.append(_judge(rule.id, scenario, expect, hits, compiled, ctx))
     return results
 
@@ -90,13 +90,13 @@ def run_rule_tests(rules, corpus_root, diagnose_scenario: Callable[[Path], pd.Da
 def _judge(rule_id, scenario, expect, hits, compiled, ctx) -> TestResult:
     if expect == "fires":
         if hits:
-            return TestResult(rule_id, scenario, expect, True, f"{len(hits)} finding(s): {_short(hits[0]['explanation'])}")
+            return TestResult(rule_id, scenario, expect, True, f"{len(hits)} finding(s): {_short(hits[0].explanation)}")
         counts = ", ".join(f"{k}={v:,}" for k, v in selection_counts(compiled, ctx).items())
         return TestResult(rule_id, scenario, expect, False,
                           f"no finding; rows matched per selection: {counts} (of {len(ctx.events):,} events)")
     if hits:
         return TestResult(rule_id, scenario, expect, False,
-                          f"fired {len(hits)} finding(s), expected none: {_short(hits[0]['explanation'])}")
+                          f"fired {len(hits)} finding(s), expected none: {_short(hits[0].explanation)}")
     return TestResult(rule_id, scenario, expect, True, "no finding")
 
 

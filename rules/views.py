@@ -13,17 +13,18 @@ from django.template.loader import render_to_string
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
+from diagnosis.tasks import diagnose_stored
 from ingest.models import Trace
 from ingest.uploads import team_for_upload
 from rules.forms import RuleForm, TraceChoiceForm, unix_newlines
 from rules.loader import load_rule_dirs
-from rules.models import Rule, check_rule
+from rules.models import TeamRule, check_rule
 
 TRACE_CHOICES = 50  # the newest finished traces offered for a test run
 
 
-def get_rule_for(request, pk: int) -> Rule:
-    return get_object_or_404(Rule.objects.visible_to(request.user).select_related("team"), pk=pk)
+def get_rule_for(request, pk: int) -> TeamRule:
+    return get_object_or_404(TeamRule.objects.visible_to(request.user).select_related("team"), pk=pk)
 
 
 def builtin_rule(rule_id: str):
@@ -33,7 +34,7 @@ def builtin_rule(rule_id: str):
     return rule
 
 
-def testable_traces(request, rule: Rule | None):
+def testable_traces(request, rule: TeamRule | None):
     traces = Trace.objects.visible_to(request.user).filter(state=Trace.State.DONE).select_related("team")
     if rule is not None:
         traces = traces.filter(team=rule.team)
@@ -43,7 +44,7 @@ def testable_traces(request, rule: Rule | None):
 @login_required
 @require_GET
 def rule_list(request):
-    rules = Rule.objects.visible_to(request.user).select_related("team", "updated_by")
+    rules = TeamRule.objects.visible_to(request.user).select_related("team", "updated_by")
     return render(request, "rules/rule_list.html", {"builtin": load_rule_dirs(None), "rules": rules})
 
 
@@ -62,8 +63,8 @@ def rule_new(request):
     if request.method == "POST" and form.is_valid():
         try:
             team = form.cleaned_data.get("team") or team_for_upload(request.user, None)
-            Rule(team=team, yaml=form.cleaned_data["yaml"], created_by=request.user,
-                 updated_by=request.user).save()
+            TeamRule(team=team, yaml=form.cleaned_data["yaml"], created_by=request.user,
+                     updated_by=request.user).save()
         except ValidationError as e:
             form.add_error("yaml", e)
         else:
@@ -96,7 +97,7 @@ def rule_toggle(request, pk: int):
     """Enable / disable from the list (htmx); answers the updated row. The text does not
     change, so this neither re-validates it nor needs a version bump."""
     rule = get_rule_for(request, pk)
-    Rule.objects.filter(pk=rule.pk).update(enabled=not rule.enabled, updated_by=request.user,
+    TeamRule.objects.filter(pk=rule.pk).update(enabled=not rule.enabled, updated_by=request.user,
                                            updated_at=timezone.now())
     rule.refresh_from_db()
     return render(request, "rules/partials/rule_row.html", {"rule": rule})
@@ -115,13 +116,12 @@ def rule_validate(request):
 def rule_test(request):
     """Run the editor's text alone over one of the user's finished traces (htmx): its
     findings, or why there are none. Nothing is saved."""
-    from diagnosis.tasks import diagnose_stored
     form = TraceChoiceForm(request.POST, traces=testable_traces(request, None))
     if not form.is_valid():
         raise Http404("no such finished trace")
     trace = form.cleaned_data["trace"]
     loaded, errors = check_rule(unix_newlines(request.POST.get("yaml", "")))
-    report = diagnose_stored(trace, [loaded]) if loaded else {"findings": [], "rule_errors": []}
+    report = diagnose_stored(trace, [loaded]) if loaded else None
     return render(request, "rules/partials/test_result.html", {
         "trace": trace, "loaded": loaded, "errors": errors,
-        "findings": report["findings"], "rule_errors": report.get("rule_errors", [])})
+        "findings": report.findings if report else (), "rule_errors": report.rule_errors if report else ()})

@@ -71,7 +71,6 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django.contrib.humanize",
     "rest_framework",
-    "rest_framework.authtoken",
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "django_htmx",
@@ -79,6 +78,8 @@ INSTALLED_APPS = [
     "ingest",
     "diagnosis",
     "rules",
+    "hosts",
+    "alerts",
 ]
 
 MIDDLEWARE = [
@@ -161,6 +162,14 @@ TRACEDOC_STORAGE = Path(env("TRACEDOC_STORAGE", str(VAR_DIR / "storage"))).resol
 # Hard cap per trace upload (all files together); enforced while streaming the upload.
 TRACEDOC_MAX_UPLOAD_BYTES = envint("TRACEDOC_MAX_UPLOAD_BYTES", 4 * 1024**3)
 TRACEDOC_MAX_WAIT_SECONDS = 300  # bound of ?wait= on the upload API
+# Decompression bombs and expanding pickles are bounded by the parsing engine, which runs
+# without Django (the CLI too), so these are environment variables read there, not settings:
+# TRACEDOC_MAX_DECOMPRESSION_RATIO (100), TRACEDOC_DECOMPRESSION_FLOOR_BYTES (64 MiB),
+# TRACEDOC_MAX_DECOMPRESSED_BYTES (8 GiB, one file), TRACEDOC_MAX_EXTRACTED_BYTES (16 GiB, the
+# members of one upload's archives) in ingest/io.py and ingest/bundle.py;
+# TRACEDOC_MAX_SNAPSHOT_RECORDS (50 M) in ingest/parsers/memory_snapshot.py.
+# Stored artifact bytes per team (sum of its traces' uploads); 0 turns the quota off.
+TRACEDOC_TEAM_STORAGE_QUOTA_BYTES = envint("TRACEDOC_TEAM_STORAGE_QUOTA_BYTES", 200 * 1024**3)
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2_621_440  # spill to disk above this (not a cap)
 DATA_UPLOAD_MAX_NUMBER_FILES = envint("DATA_UPLOAD_MAX_NUMBER_FILES", 200)
 FILE_UPLOAD_HANDLERS = [
@@ -171,7 +180,7 @@ FILE_UPLOAD_HANDLERS = [
 # --- API ---------------------------------------------------------------------------------
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",
+        "accounts.authentication.ApiTokenAuthentication",  # hashed keys, expiry, revocation
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
@@ -179,6 +188,12 @@ REST_FRAMEWORK = {
     "PAGE_SIZE": 50,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
 }
+# Uploads per user (ingest.api.throttles); "" turns the throttle off. Counted in the default
+# cache: set TRACEDOC_CACHE_URL (redis://...) so that every web process counts together.
+TRACEDOC_UPLOAD_THROTTLE_RATE = env("TRACEDOC_UPLOAD_THROTTLE_RATE", "1200/hour")
+if env("TRACEDOC_CACHE_URL"):
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache",
+                          "LOCATION": env("TRACEDOC_CACHE_URL")}}
 SPECTACULAR_SETTINGS = {
     "TITLE": "tracedoc API",
     "DESCRIPTION": "Upload GPU / LLM-inference traces, read their diagnosis, triage clusters, manage rules.",
@@ -187,6 +202,13 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # one name per choice set that two fields share or whose field names collide
+    "ENUM_NAME_OVERRIDES": {
+        "SeverityEnum": "diagnosis.models.SEVERITY_CHOICES",
+        "DestinationKindEnum": "alerts.models.Destination.Kind",
+        "DeliveryStateEnum": "alerts.models.Delivery.State",
+        "ClusterActivityKindEnum": "diagnosis.models.ClusterActivity.Kind",
+    },
 }
 
 # --- Celery ------------------------------------------------------------------------------
@@ -197,23 +219,39 @@ CELERY_TASK_DEFAULT_QUEUE = env("TRACEDOC_QUEUE", "tracedoc")
 CELERY_TASK_IGNORE_RESULT = True  # state lives on the Trace row, not in a result backend
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
+# A task is acknowledged once it has run, and a pool child killed mid-task (SIGKILL, out of
+# memory) puts its message back in the queue instead of losing it: every step is idempotent
+# and bounded in attempts (tracedoc.workflow).
 CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# the workflow's tasks (the beat job among them) live outside any app's tasks.py
+CELERY_IMPORTS = ("tracedoc.workflow",)
 CELERY_TASK_SOFT_TIME_LIMIT = envint("TRACEDOC_TASK_SOFT_TIME_LIMIT", 55 * 60)
 CELERY_TASK_TIME_LIMIT = envint("TRACEDOC_TASK_TIME_LIMIT", 60 * 60)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
-# Redis redelivers unacked messages after visibility_timeout: keep it well above the
-# task time limit or a long parse runs twice. (The SQLite broker passes its options to
-# SQLAlchemy's create_engine, so it gets none.)
-CELERY_BROKER_TRANSPORT_OPTIONS = ({"visibility_timeout": 4 * 3600}
+# Redis redelivers an unacknowledged message after visibility_timeout (how a task of a worker
+# killed as a whole comes back): above the task time limit, or a long parse would run twice,
+# and not much above it, or the trace waits for nothing. (The SQLite broker passes its
+# options to SQLAlchemy's create_engine, so it gets none.)
+CELERY_BROKER_TRANSPORT_OPTIONS = ({"visibility_timeout": CELERY_TASK_TIME_LIMIT + 10 * 60}
                                    if CELERY_BROKER_URL.startswith(("redis", "rediss")) else {})
 CELERY_TASK_ALWAYS_EAGER = envbool("CELERY_TASK_ALWAYS_EAGER", False)
 # an upload must not hang on a dead broker: fail fast, the beat job below sends it again
 CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 2, "interval_start": 0, "interval_step": 0.5, "interval_max": 1}
-# beat: re-send uploads whose parse task could not reach the broker when they arrived
+# beat: send the uploads whose task could not reach the broker when they arrived, re-queue
+# the traces whose task was lost (tracedoc.workflow)
 CELERY_BEAT_SCHEDULE = {
-    "requeue-stalled-traces": {"task": "ingest.requeue_stalled", "schedule": 300.0},
+    "reconcile-traces": {"task": "tracedoc.reconcile_traces", "schedule": 120.0},
 }
+
+# --- alerts (alerts app) ---------------------------------------------------------------
+# Where people open tracedoc: alert links to clusters and traces start with it.
+TRACEDOC_BASE_URL = env("TRACEDOC_BASE_URL", "http://127.0.0.1:8000")
+# A failed delivery is retried after 1, 2, 4, ... times this many seconds, up to this many attempts.
+TRACEDOC_ALERT_RETRY_BACKOFF_S = envint("TRACEDOC_ALERT_RETRY_BACKOFF_S", 30)
+TRACEDOC_ALERT_MAX_ATTEMPTS = envint("TRACEDOC_ALERT_MAX_ATTEMPTS", 6)
+DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", "tracedoc@localhost")
 
 LOGGING = {
     "version": 1,

@@ -1,7 +1,7 @@
 from django.contrib.auth import get_user_model
 from rest_framework import serializers
 
-from diagnosis.models import Cluster, Finding
+from diagnosis.models import ClusterActivity, ClusterRecord, FindingRecord
 
 
 class FindingSerializer(serializers.ModelSerializer):
@@ -11,7 +11,7 @@ class FindingSerializer(serializers.ModelSerializer):
     team_cluster = serializers.PrimaryKeyRelatedField(source="cluster", read_only=True)
 
     class Meta:
-        model = Finding
+        model = FindingRecord
         fields = ["id", "trace", "rule_id", "rule_version", "title", "severity", "root_cause", "slo", "cluster",
                   "team_cluster", "start_ts", "end_ts", "explanation", "recommendations", "references",
                   "evidence", "metrics", "consequence_of"]
@@ -23,7 +23,7 @@ class AssigneeField(serializers.SlugRelatedField):
     def get_queryset(self):
         cluster = self.parent.instance
         users = get_user_model().objects.filter(is_active=True)
-        return users.filter(teams=cluster.team) if isinstance(cluster, Cluster) else users.none()
+        return users.filter(teams=cluster.team) if isinstance(cluster, ClusterRecord) else users.none()
 
 
 class ClusterSerializer(serializers.ModelSerializer):
@@ -31,8 +31,50 @@ class ClusterSerializer(serializers.ModelSerializer):
     assignee = AssigneeField(slug_field="username", allow_null=True, required=False)
 
     class Meta:
-        model = Cluster
+        model = ClusterRecord
         fields = ["id", "team", "fingerprint", "root_cause", "title", "severity", "status", "why_grouped",
-                  "first_seen", "last_seen", "trace_count", "assignee"]
+                  "first_seen", "last_seen", "trace_count", "assignee", "snooze_until", "snooze_count", "regressions"]
         read_only_fields = ["fingerprint", "root_cause", "title", "severity", "why_grouped", "first_seen",
-                            "last_seen", "trace_count"]
+                            "last_seen", "trace_count", "regressions"]
+
+    def update(self, instance: ClusterRecord, validated_data: dict) -> ClusterRecord:
+        """Every change is logged with who made it (ClusterRecord.change)."""
+        instance.change(self.context["request"].user, **validated_data)
+        return instance
+
+
+class DayCountSerializer(serializers.Serializer):
+    day = serializers.DateField()
+    traces = serializers.IntegerField()
+
+
+class StreamClusterSerializer(serializers.Serializer):
+    """A row of the issue stream (diagnosis.stream.StreamRow): the cluster and its markers,
+    traces per day over the selected range, affected hosts and label values."""
+    cluster = ClusterSerializer()
+    is_new = serializers.BooleanField()
+    is_regressed = serializers.BooleanField()
+    per_day = DayCountSerializer(many=True)
+    hosts = serializers.ListField(child=serializers.CharField())
+    labels = serializers.DictField(child=serializers.ListField(child=serializers.CharField()))
+
+    def to_representation(self, row):
+        data = super().to_representation(row)
+        return {**data.pop("cluster"), **data}
+
+
+class ActivitySerializer(serializers.ModelSerializer):
+    actor = serializers.SlugRelatedField(slug_field="username", read_only=True)
+
+    class Meta:
+        model = ClusterActivity
+        fields = ["id", "at", "actor", "kind", "old", "new", "text", "trace"]
+
+
+class CommentSerializer(serializers.Serializer):
+    text = serializers.CharField(max_length=5000)
+
+
+class BulkStatusSerializer(serializers.Serializer):
+    ids = serializers.ListField(child=serializers.IntegerField(), min_length=1, max_length=500)
+    status = serializers.ChoiceField(choices=ClusterRecord.Status.choices)

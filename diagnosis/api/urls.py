@@ -1,9 +1,17 @@
+from django.urls import path
 from rest_framework.routers import SimpleRouter
 
 from diagnosis.api.slos import SLOViewSet
-from diagnosis.api.views import ClusterViewSet
+from diagnosis.api.timeline import LogLinesView, TimelineExportView, TimelineView
+from diagnosis.api.views import ClusterViewSet, RediagnoseView
 
 router = SimpleRouter()
 router.register("clusters", ClusterViewSet, basename="cluster")
 router.register("slos", SLOViewSet, basename="slo")
-urlpatterns = router.urls
+urlpatterns = [
+    *router.urls,
+    path("traces/<int:pk>/rediagnose/", RediagnoseView.as_view(), name="trace-rediagnose"),
+    path("traces/<int:pk>/timeline/", TimelineView.as_view(), name="trace-timeline"),
+    path("traces/<int:pk>/timeline/export/", TimelineExportView.as_view(), name="trace-timeline-export"),
+    path("traces/<int:pk>/lines/", LogLinesView.as_view(), name="trace-lines"),
+]

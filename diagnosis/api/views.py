@@ -1,19 +1,104 @@
-"""Clusters API: list and triage (status, assignee) a team's root causes."""
-from rest_framework import mixins, viewsets
+"""Clusters API: the issue stream (filters, sort, pagination, markers, per-day counts),
+triage (status, assignee, snooze; every change logged), comments and the activity log; and
+re-diagnosis of a stored trace."""
+from __future__ import annotations
 
-from diagnosis.api.serializers import ClusterSerializer
-from diagnosis.models import Cluster
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import mixins, serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.generics import get_object_or_404
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from diagnosis import stream
+from diagnosis.api.serializers import (ActivitySerializer, BulkStatusSerializer, ClusterSerializer,
+                                       CommentSerializer, StreamClusterSerializer)
+from diagnosis.forms import StreamFilterForm
+from diagnosis.models import ClusterRecord
+from diagnosis.rediagnose import BrokerUnavailable, RediagnoseRefused, rediagnose
+from ingest.models import Trace
+
+STREAM_PARAMETERS = [
+    OpenApiParameter("status", str, many=True, description="open, acknowledged, resolved, ignored, regressed"),
+    OpenApiParameter("severity", str, many=True), OpenApiParameter("min_severity", str),
+    OpenApiParameter("root_cause", str), OpenApiParameter("host", str),
+    OpenApiParameter("label", str, many=True, description="key=value, repeatable"), OpenApiParameter("slo", str),
+    *(OpenApiParameter(f"{f}_{side}", OpenApiTypes.DATETIME) for f in ("first_seen", "last_seen")
+      for side in ("after", "before")),
+    OpenApiParameter("q", str, description="free text in title, root cause, fingerprint, why grouped"),
+    OpenApiParameter("assignee", str, description="a username, me or none"),
+    OpenApiParameter("sort", str, enum=list(stream.SORTS)),
+    OpenApiParameter("period", int, description="days of per-day counts; 'new' = first seen since then"),
+]
 
 
 class ClusterViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.UpdateModelMixin,
                      viewsets.GenericViewSet):
     serializer_class = ClusterSerializer
-    http_method_names = ["get", "patch", "head", "options"]
+    http_method_names = ["get", "patch", "post", "head", "options"]
 
     def get_queryset(self):
-        qs = Cluster.objects.visible_to(self.request.user).select_related("team", "assignee")
-        if status := self.request.query_params.get("status"):
-            qs = qs.filter(status=status)
-        if severity := self.request.query_params.get("severity"):
-            qs = qs.filter(severity=severity)
-        return qs
+        return ClusterRecord.objects.visible_to(self.request.user).select_related("team", "assignee")
+
+    def _filters(self) -> dict:
+        form = StreamFilterForm(self.request.query_params)
+        if not form.is_valid():
+            raise serializers.ValidationError(form.errors.get_json_data())
+        return form.cleaned_data
+
+    @extend_schema(parameters=STREAM_PARAMETERS, responses=StreamClusterSerializer(many=True))
+    def list(self, request, *args, **kwargs):
+        filters = self._filters()
+        page = self.paginate_queryset(stream.filtered(self.get_queryset(), filters, user=request.user))
+        rows = stream.rows(list(page), stream.Range.of(filters))
+        return self.get_paginated_response(StreamClusterSerializer(rows, many=True,
+                                                                   context=self.get_serializer_context()).data)
+
+    @extend_schema(responses=ActivitySerializer(many=True))
+    @action(detail=True, methods=["get"])
+    def activity(self, request, pk=None):
+        cluster = self.get_object()
+        entries = cluster.activity.select_related("actor")[:500]
+        return Response(ActivitySerializer(entries, many=True).data)
+
+    @extend_schema(request=CommentSerializer, responses={201: ActivitySerializer})
+    @action(detail=True, methods=["post"])
+    def comments(self, request, pk=None):
+        cluster = self.get_object()
+        body = CommentSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        entry = cluster.change(request.user, text=body.validated_data["text"])[0]
+        return Response(ActivitySerializer(entry).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=BulkStatusSerializer, responses={200: OpenApiTypes.OBJECT})
+    @action(detail=False, methods=["post"])
+    def bulk(self, request):
+        """One status for several clusters: `{"ids": [...], "status": "acknowledged"}`."""
+        body = BulkStatusSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        clusters = list(self.get_queryset().filter(pk__in=body.validated_data["ids"]))
+        missing = set(body.validated_data["ids"]) - {c.pk for c in clusters}
+        if missing:
+            return Response({"ids": [f"no cluster {i} in your teams" for i in sorted(missing)]},
+                            status=status.HTTP_400_BAD_REQUEST)
+        for cluster in clusters:
+            cluster.change(request.user, status=body.validated_data["status"])
+        return Response({"updated": sorted(c.pk for c in clusters), "status": body.validated_data["status"]})
+
+
+class RediagnoseView(APIView):
+    """`POST /api/v1/traces/{id}/rediagnose/`: the current rules on the stored events."""
+
+    @extend_schema(request=None, responses={202: OpenApiTypes.OBJECT, 409: OpenApiTypes.OBJECT,
+                                            503: OpenApiTypes.OBJECT})
+    def post(self, request, pk: int):
+        trace = get_object_or_404(Trace.objects.visible_to(request.user), pk=pk)
+        try:
+            run_id = rediagnose(trace)
+        except BrokerUnavailable as e:
+            return Response({"detail": str(e)}, status=status.HTTP_503_SERVICE_UNAVAILABLE)
+        except RediagnoseRefused as e:
+            return Response({"detail": str(e)}, status=status.HTTP_409_CONFLICT)
+        trace.refresh_from_db(fields=["state"])
+        return Response({"id": trace.pk, "state": trace.state, "run_id": run_id}, status=status.HTTP_202_ACCEPTED)

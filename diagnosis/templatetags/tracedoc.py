@@ -6,9 +6,10 @@ from django import template
 from django.utils.html import conditional_escape
 from django.utils.safestring import mark_safe
 
+from rules.severity import MOST_SEVERE_FIRST
+
 register = template.Library()
 
-SEVERITY_ORDER = ("critical", "error", "warning", "info")
 _BACKTICKS = re.compile(r"`([^`<>]{1,200})`")
 
 
@@ -36,7 +37,7 @@ def ns_duration(ns) -> str:
 def severity_counts(counts: dict) -> list[tuple[str, int]]:
     """{"error": 2, "info": 0, ...} -> [("error", 2)], worst first, zeros dropped."""
     counts = counts or {}
-    return [(s, counts[s]) for s in SEVERITY_ORDER if counts.get(s)]
+    return [(s, counts[s]) for s in MOST_SEVERE_FIRST if counts.get(s)]
 
 
 @register.filter(needs_autoescape=True)

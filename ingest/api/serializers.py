@@ -1,11 +1,15 @@
 from django.urls import reverse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from diagnosis.api.report_schema import ReportField
 from ingest.models import Artifact, Trace
 
 
 class ArtifactSerializer(serializers.ModelSerializer):
-    archive = serializers.SlugRelatedField(source="parent", slug_field="name", read_only=True)
+    archive = serializers.SlugRelatedField(source="parent", slug_field="name", read_only=True, allow_null=True,
+                                           help_text="the archive the file came out of; null for a file sent as it is")
 
     class Meta:
         model = Artifact
@@ -23,8 +27,16 @@ class ProgressSerializer(serializers.Serializer):
     artifacts_done = serializers.IntegerField()
 
 
+class StateChangeSerializer(serializers.Serializer):
+    state = serializers.ChoiceField(choices=Trace.State.choices)
+    at = serializers.DateTimeField()
+    error = serializers.CharField(required=False)
+
+
 class TraceSerializer(serializers.ModelSerializer):
     team = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    labels = serializers.DictField(child=serializers.CharField(), read_only=True)
+    state_history = StateChangeSerializer(many=True, read_only=True)
     created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
     progress = ProgressSerializer(source="*", read_only=True)
     findings_by_severity = serializers.DictField(child=serializers.IntegerField(), read_only=True)
@@ -56,14 +68,19 @@ class TraceDetailSerializer(TraceSerializer):
 
 class TraceWithReportSerializer(TraceDetailSerializer):
     """What `POST ...?wait=` answers: the trace and, once done, its report."""
-    report = serializers.JSONField(read_only=True)
+    report = ReportField(read_only=True)
 
     class Meta(TraceDetailSerializer.Meta):
         fields = TraceDetailSerializer.Meta.fields + ["report"]
 
 
+@extend_schema_field(OpenApiTypes.BINARY)
+class UploadedFileField(serializers.FileField):
+    """A file of the multipart body: `format: binary` in the schema, so generated clients send bytes."""
+
+
 class TraceUploadSerializer(serializers.Serializer):
-    files = serializers.ListField(child=serializers.FileField(allow_empty_file=True), allow_empty=False,
+    files = serializers.ListField(child=UploadedFileField(allow_empty_file=True), allow_empty=False,
                                   help_text="the trace's files (repeat the field); archives (tar, tar.gz, zip) are expanded")
     name = serializers.CharField(required=False, allow_blank=True, max_length=200)
     labels = serializers.CharField(required=False, allow_blank=True,

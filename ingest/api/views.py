@@ -5,19 +5,26 @@ import time
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from django.urls import reverse
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import mixins, parsers, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
+from diagnosis.api.report_schema import ReportSerializer
 from diagnosis.api.serializers import FindingSerializer
+from hosts.receipts import IDEMPOTENCY_HEADER, receive_once
 from ingest.api.serializers import (TraceDetailSerializer, TraceSerializer, TraceUploadSerializer,
                                     TraceWithReportSerializer)
+from ingest.api.problems import PROBLEM_CONTENT_TYPE, ProblemSerializer, trace_failed, trace_not_done
+from ingest.api.throttles import UploadRateThrottle
 from ingest.models import Trace
-from ingest.uploads import create_trace, parse_labels, team_for_upload
+from ingest.uploads import QuotaExceeded, create_trace, parse_labels, team_for_upload
 
 WAIT_POLL_S = 0.5
+UPLOAD_REFUSED = inline_serializer("UploadRefused", {
+    "detail": serializers.CharField(), "quota_bytes": serializers.IntegerField(required=False),
+    "used_bytes": serializers.IntegerField(required=False), "upload_bytes": serializers.IntegerField(required=False)})
 
 
 class TraceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin,
@@ -35,14 +42,25 @@ class TraceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Crea
                 qs = qs.with_label(key.strip(), value.strip())
         return qs
 
+    def get_throttles(self):
+        if self.action == "create":
+            return [*super().get_throttles(), UploadRateThrottle()]
+        return super().get_throttles()
+
     def get_serializer_class(self):
         return {"list": TraceSerializer, "create": TraceUploadSerializer}.get(self.action, TraceDetailSerializer)
 
     @extend_schema(
         request={"multipart/form-data": TraceUploadSerializer},
-        responses={201: TraceWithReportSerializer, 413: OpenApiTypes.OBJECT},
-        parameters=[OpenApiParameter("wait", int, description="seconds (at most 300) to wait for the "
-                                     "diagnosis; the answer then includes the report")])
+        responses={201: TraceWithReportSerializer, 200: TraceWithReportSerializer, 202: TraceWithReportSerializer,
+                   (422, PROBLEM_CONTENT_TYPE): ProblemSerializer, 413: UPLOAD_REFUSED, 429: UPLOAD_REFUSED},
+        parameters=[OpenApiParameter("wait", float, description=(
+            "seconds (at most 300) to wait for the diagnosis. Done in time: 201 with the report; "
+            "still running: 202, `Location` names the trace, `progress` says how far it got; "
+            "failed: 422, a problem document (application/problem+json) naming each file and "
+            "why. Without it (or 0): 201 at once, the trace queued"))],
+        description="Upload files as one trace. A repeated `Idempotency-Key` answers 200 with the "
+                    "trace the first upload made.")
     def create(self, request, *args, **kwargs):
         request.data  # parse the body first: the upload handler flags an oversized upload
         if getattr(request, "upload_too_large", False):
@@ -52,14 +70,24 @@ class TraceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Crea
         upload.is_valid(raise_exception=True)
         data, wait = upload.validated_data, self._wait_seconds(request)
         try:
-            team = team_for_upload(request.user, data.get("team"))
-            trace = create_trace(team, request.user, data["files"], name=data.get("name", ""),
-                                 labels=parse_labels(data.get("labels")))
+            labels = parse_labels(data.get("labels"))
+            team = team_for_upload(request.user, data.get("team"), labels)
+            # a repeated Idempotency-Key (an agent retrying a bundle) answers with the trace it made
+            trace, created = receive_once(team, request.headers.get(IDEMPOTENCY_HEADER, ""), lambda: create_trace(
+                team, request.user, data["files"], name=data.get("name", ""), labels=labels))
+        except QuotaExceeded as e:
+            return Response({"detail": e.messages[0], "quota_bytes": e.quota, "used_bytes": e.used,
+                             "upload_bytes": e.incoming}, status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE)
         except ValidationError as e:
             raise serializers.ValidationError({"detail": e.messages}) from None
         trace = self._wait(trace, wait)
-        return Response(TraceWithReportSerializer(trace, context={"request": request}).data,
-                        status=status.HTTP_201_CREATED)
+        if wait and trace.state == Trace.State.FAILED:
+            return trace_failed(trace, request)
+        answer = status.HTTP_201_CREATED if created else status.HTTP_200_OK
+        if wait and not trace.finished:
+            answer = status.HTTP_202_ACCEPTED  # asked for the report, which is not there yet
+        return Response(TraceWithReportSerializer(trace, context={"request": request}).data, status=answer,
+                        headers={"Location": request.build_absolute_uri(reverse("api:trace-detail", args=[trace.pk]))})
 
     @staticmethod
     def _wait_seconds(request) -> float:
@@ -77,14 +105,17 @@ class TraceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Crea
             trace.refresh_from_db()
         return trace
 
-    @extend_schema(responses={200: OpenApiTypes.OBJECT, 409: OpenApiTypes.OBJECT})
+    @extend_schema(responses={200: ReportSerializer, (409, PROBLEM_CONTENT_TYPE): ProblemSerializer,
+                              (422, PROBLEM_CONTENT_TYPE): ProblemSerializer})
     @action(detail=True)
     def report(self, request, pk=None):
-        """The diagnosis report (DESIGN.md "Interfaces"); 409 while the trace is not done."""
+        """The diagnosis report (DESIGN.md "Interfaces"); a problem document while the trace is
+        not done (409) or when it failed (422, naming each file and why)."""
         trace = self.get_object()
+        if trace.state == Trace.State.FAILED:
+            return trace_failed(trace, request)
         if trace.state != Trace.State.DONE:
-            return Response({"detail": f"the trace is {trace.state}, the report exists once it is done",
-                             "state": trace.state, "error": trace.error}, status=status.HTTP_409_CONFLICT)
+            return trace_not_done(trace, request)
         return Response(trace.report)
 
     @extend_schema(responses=FindingSerializer(many=True))

@@ -77,7 +77,7 @@ def starts_traceback(line: Line) -> bool:
 # make_graphed_callables, inductor's cudagraph trees, vLLM's and SGLang's graph runners.
 _CAPTURE_FILE = re.compile(r"(?:torch/cuda/graphs\.py|cudagraph_trees\.py|cuda_graph_runner\.py|"
                            r"compilation/cuda_graph\.py|cudagraph_utils\.py|cuda_piecewise_backend\.py)$")
-_CAPTURE_FUNC = re.compile(r"^capture$|captur\w*graph|graph\w*captur|^capture_(?:model|begin|end|one_batch_size)$|"
+_CAPTURE_FUNC = re.compile(r"^capture$|captur\w{0,100}graph|graph\w{0,100}captur|^capture_(?:model|begin|end|one_batch_size)$|"
                            r"make_graphed_callables", re.I)
 _CAPTURE_SOURCE = re.compile(r"torch\.cuda\.graph\(|\.capture_(?:begin|end)\(|make_graphed_callables\(|"
                              r"CUDAGraph\(\)|capture_model\(|_capture_cudagraphs\(")

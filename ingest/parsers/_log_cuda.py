@@ -140,6 +140,16 @@ _SURFACES = (  # (marker, wording): who printed the error, for the explanation
     ("CUDA error:", "torch"),
 )
 
+# What a line must contain for classify_cuda_line to match (the line prefilter's words, matched
+# case-insensitively; _log_prefilter): keep in step with the patterns above.
+CUDA_LINE_WORDS = (
+    "ssertion",                                                         # device-side assertions
+    "_execution_failed", "_mapping_error", "cufft_exec_failed", "curand_status_launch_failure",  # _LIBRARY_EXEC
+    "memory access fault", "hsa_status_error_", "cuda exception: ", "cuda_exception_",
+    "cudaerror", "cuda_error_", "hiperror", "cuda failure", "cuda error", "error code", "cudaapierror",
+) + tuple(msg.lower() for msg, _ in _MESSAGES)
+CUDA_LINE_STARTS = "="                                                  # compute-sanitizer reports
+
 
 class Hit(NamedTuple):
     kind: str

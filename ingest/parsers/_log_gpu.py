@@ -143,6 +143,13 @@ _DCGM_MEMORY = (
 _SMI_ROW = re.compile(r"^\|\s{1,6}(\d{1,2})\s{1,6}(\S.{0,40}?)\s{1,20}(?:On|Off)\s{1,6}\|\s{1,6}"
                       r"([0-9A-Fa-f]{8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.\d)\s{1,6}\S{1,6}\s{1,6}\|\s{1,30}(\d{1,9})\s{1,4}\|")
 
+# What a line must contain for classify_gpu_line to match (the line prefilter's words, matched
+# case-insensitively; _log_prefilter): the literal each branch tests first. Keep in step.
+GPU_LINE_WORDS = ("xid", "eventtype:8", "fallen off the bus", "device handle", "gpu is lost", "gpu_is_lost", "gsp",
+                  "nvswitch", "nvlink: fatal error", "rminitadapter failed",
+                  "uncorrectable", "pending page", "ecc", "remap", "retire")   # _memory_line
+GPU_LINE_STARTS = "|"   # a GPU row of the nvidia-smi table
+
 
 def xid_info(code: int, detail: str = "") -> dict:
     """What NVIDIA's catalog says about an Xid, with the severity for this occurrence."""

@@ -11,13 +11,18 @@ import math
 import re
 from dataclasses import dataclass, field
 
+from contextlib import contextmanager
+from typing import Callable, Iterator
+
 from ingest.parsers._log_blocks import GENERIC_BREAK_HINT, break_hint
-from ingest.parsers._log_cuda import classify_cuda_line, cuda_error_attrs
-from ingest.parsers._log_gpu import classify_gpu_line
-from ingest.parsers._log_nccl import (coll_line, collective_mismatch, comm_init, cuda_fault_in_nccl,
+from ingest.parsers._log_cuda import CUDA_LINE_STARTS, CUDA_LINE_WORDS, classify_cuda_line, cuda_error_attrs
+from ingest.parsers._log_gpu import GPU_LINE_STARTS, GPU_LINE_WORDS, classify_gpu_line
+from ingest.parsers._log_nccl import (CUDA_FAULT_WORDS, MISMATCH_WORDS, RANK_HANG_WORDS, RAS_STARTS, RAS_WORDS,
+                                      TRANSPORT_WORDS, coll_line, collective_mismatch, comm_init, cuda_fault_in_nccl,
                                       horovod_stall, rank_hang, ras_line, transport_failure, xla_rendezvous)
-from ingest.parsers._log_oom import allocator_fact, parse_oom
-from ingest.parsers._log_serving import classify_serving
+from ingest.parsers._log_oom import OOM_STARTS_AFTER_SPACE, OOM_WORDS, allocator_fact, parse_oom
+from ingest.parsers._log_prefilter import KeywordGate, Needs
+from ingest.parsers._log_serving import SERVING_WORDS, classify_serving
 
 
 @dataclass
@@ -118,13 +123,26 @@ _NCCL_TESTS_DEVICE = re.compile(r"^#\s+Rank\s+(\d+) Group\s+\d+ Pid\s+(\d+) on\s
 
 
 def classify(body: str) -> Finding | None:
-    for check in (_oom, _nccl_mismatch, _nccl_watchdog, _rank_hang, _nccl_cuda_fault, _cuda_fault, _nccl_network,
-                  _c10d_lines, _xid, _kv_cache, _capture_conflict, _capture_forbidden, _cuda_error, _compile, _facts, _tables, _nccl_ras,
-                  _nccl_info):
-        found = check(body)
-        if found:
-            return _with_cuda_detail(found, body)
+    """The first family (in _FAMILIES order) that recognises the line; only the families whose
+    words the line contains are tried (_log_prefilter), which gives the same answer."""
+    mask = _GATE.candidates(body) if _prefilter_on else _GATE.everything
+    for bit, check in _CHECKS:
+        if mask & bit:
+            found = check(body)
+            if found:
+                return _with_cuda_detail(found, body)
     return None
+
+
+@contextmanager
+def prefilter_disabled() -> Iterator[None]:
+    """Every family tried on every line: the baseline the benchmark and the tests compare with."""
+    global _prefilter_on
+    before, _prefilter_on = _prefilter_on, False
+    try:
+        yield
+    finally:
+        _prefilter_on = before
 
 
 def _oom(body: str) -> Finding | None:
@@ -499,3 +517,43 @@ def _number(text: str):
             return float(t)
         except ValueError:
             return text
+
+
+# --- the families, in the order they are tried, with the words each needs --------------------
+# A word list is a necessary condition of the family's patterns, compared case-insensitively
+# (_log_prefilter); when a pattern changes, its words change with it.
+_CUDA_NEEDS = Needs(CUDA_LINE_WORDS, starts=CUDA_LINE_STARTS)
+_FAMILIES: tuple[tuple[Callable[[str], Finding | None], Needs], ...] = (
+    (_oom, Needs(OOM_WORDS, starts_after_space=OOM_STARTS_AFTER_SPACE)),
+    (_nccl_mismatch, Needs(MISMATCH_WORDS)),
+    (_nccl_watchdog, Needs(("collective operation timeout", "timed out in ", "detected by watchdog at work",
+                            "timeout at nccl work", "watchdog got stuck", "heartbeat monitor timed out",
+                            "no heartbeat", "dump signal"))),
+    (_rank_hang, Needs(RANK_HANG_WORDS)),
+    (_nccl_cuda_fault, Needs(CUDA_FAULT_WORDS)),
+    (_cuda_fault, _CUDA_NEEDS),
+    (_nccl_network, Needs(TRANSPORT_WORDS)),
+    (_c10d_lines, Needs(("some nccl operations have failed", "taking the entire process down",
+                         "watchdog thread terminated with exception", "nccl communicator was aborted",
+                         "starting to destroy process group", "processgroupnccl destructor entered",
+                         "terminate called after throwing", "nccl error", "nccl warn"))),
+    (_xid, Needs(GPU_LINE_WORDS, starts=GPU_LINE_STARTS)),
+    (_kv_cache, Needs(SERVING_WORDS)),
+    (_capture_conflict, Needs(("captur", "][cuda]["))),
+    (_capture_forbidden, Needs(("aptur",))),
+    (_cuda_error, _CUDA_NEEDS),
+    (_compile, Needs(("cudagraph", "supports dynamic shapes", "graph partitions", "partition ", "reason=",
+                      "recompile", "cache_size_limit", "torch._dynamo.exc.", "<graph break in",
+                      "torch_dynamo_resume_in_"))),
+    (_facts, Needs(("loading model weights took", "capturing ", "capture cuda graph", "graph capturing finished",
+                    "memory pool end", "died, exit code", "exits with return code", "failed (exitcode:",
+                    "checkpoint at iteration", "--usecudagraph flag", "cuda graph capture on the stream",
+                    "flightrecorder is disabled", "flight recorder debug info", "dumping nccl trace"))),
+    # Megatron tables; nccl-tests rows are indented numbers, its headers start with "#"
+    (_tables, Needs(("iteration", "memory (mb)"), starts="#", first_space=True)),
+    (_nccl_ras, Needs(RAS_WORDS, starts=RAS_STARTS)),
+    (_nccl_info, Needs((" -> ",))),
+)
+_GATE = KeywordGate([needs for _, needs in _FAMILIES])
+_CHECKS = tuple((1 << i, check) for i, (check, _) in enumerate(_FAMILIES))
+_prefilter_on = True

@@ -33,6 +33,11 @@ _IB_MISMATCH = re.compile(r"NET/IB ?: (?:req \d+/\d+ tag \w+ peer (\S{1,80}) )?c
 _SOCKET_TRUNCATED = re.compile(r"NET/Socket ?: (?:peer (\S{1,80}) )?message truncated ?:? ?"
                                r"(?:receiving (\d{1,20}) bytes instead of (\d{1,20}))?")
 
+# What a line must contain for collective_mismatch to match (the line prefilter's words, matched
+# case-insensitively; _log_prefilter): keep in step with the patterns above.
+MISMATCH_WORDS = ("detected mismatch between collectives", "mismatched collective", "collective mismatch",
+                  "message truncated")
+
 
 def collective_mismatch(body: str) -> Hit | None:
     if _FINGERPRINT_MISMATCH in body:
@@ -109,6 +114,8 @@ _NCCL_CONTEXT = ("watchdog thread terminated with exception", "NCCL error", "Pro
                  "unhandled cuda error", "ncclUnhandledCudaError")
 _CUDA_ERROR_TEXT = re.compile(r"CUDA error: ([a-z][a-z0-9 ()/,'-]{3,120})")
 _FAULT_MESSAGES = [(msg, (name, code)) for name, code, msg in CUDA_ERRORS]
+
+CUDA_FAULT_WORDS = tuple(c.lower() for c in _NCCL_CONTEXT)   # the prefilter's words for cuda_fault_in_nccl
 
 
 def cuda_fault_in_nccl(body: str) -> Hit | None:
@@ -203,6 +210,15 @@ _RAS = (
                                          r"GPUs? (?P<gpus>\S{1,80})")),
 )
 
+# The prefilter's words (case-insensitive) for ras_line, coll_line, comm_init, xla_rendezvous and
+# horovod_stall below; RAS_STARTS for the communicator lines ("#0-1 (hash) OK"). Keep in step.
+RAS_WORDS = ("missing communicator data from", "considered dead", "peer_dead: ", '"missing_ranks_count": ',
+             '"hash": "0x', "communicator ranks have different", "asynchronous error", "initialization error",
+             "launched up to operation", "not launched any operations", "managed by process", "[process information",
+             "the missing rank", " managing gpu",
+             ": opcount ", "init complete", "rendezvous", "termination timeout", "subset of ranks")
+RAS_STARTS = "#"
+
 
 def ras_line(body: str) -> Hit | None:
     """One line of an `ncclras` status report (text format)."""
@@ -256,6 +272,10 @@ _TRANSPORT = (
 # a reset connection is NCCL's only when NCCL, c10d or their store said so (not an HTTP client)
 _RESET = re.compile(r"Connection reset by peer")
 _RESET_CONTEXT = re.compile(r"NCCL|nccl|socket|c10d|ProcessGroup|Dist\w{0,12}Error|store|[Bb]ootstrap|NET/")
+
+# What a line must contain for transport_failure to match (the prefilter's words, case-insensitive)
+TRANSPORT_WORDS = ("net/ib", "ibv_", "socket", "net/ofi", "bootstrap", "remote process exited", "ncclremoteerror",
+                   "connection closed", "ncclsystemerror", "connection reset by peer")
 
 
 def transport_failure(body: str) -> dict | None:
@@ -401,6 +421,8 @@ _SERVING_WATCHDOG = re.compile(r"^Watchdog timeout \(self\.watchdog_timeout=(\d{
 _MONITORED = re.compile(r"Ranks? ([\d, ]{1,400}?) failed to pass monitoredBarrier in (\d{1,10}) ms")
 _MONITORED_PEER = re.compile(r"reached monitoredBarrier, but received errors while waiting for send/recv from "
                              r"rank (\d{1,7})")
+
+RANK_HANG_WORDS = ("monitoredbarrier", " joined", "store based barrier", "self.watchdog_timeout")  # prefilter words
 
 
 def rank_hang(body: str) -> Hit | None:

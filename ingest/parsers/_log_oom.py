@@ -35,12 +35,14 @@ from __future__ import annotations
 
 import re
 
-_SIZE = r"(\d+(?:\.\d+)? ?(?:bytes|[KMGTP]i?B|B))"
+# A number starts after a non-digit, with bounded digits: searched over a long run of digits, an
+# unbounded "\d+" that may start anywhere is quadratic.
+_SIZE = r"(?<![\d.])(\d{1,24}(?:\.\d{1,24})? ?(?:bytes|[KMGTP]i?B|B))"
 _UNITS = {"bytes": 1, "B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40, "PiB": 2**50, "EiB": 2**60,
           "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12, "PB": 10**15, "EB": 10**18,
           # XLA's HumanReadableNumBytes ("29.49G", "147.64M") is binary
           "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40, "P": 2**50}
-_XLA_SIZE = r"(\d+(?:\.\d+)? ?(?:[KMGTP]i?B|[KMGTP]\b|B\b|bytes))"
+_XLA_SIZE = r"(?<![\d.])(\d{1,24}(?:\.\d{1,24})? ?(?:[KMGTP]i?B|[KMGTP]\b|B\b|bytes))"
 
 OOM_MARK = re.compile(r"(?:CUDA|HIP|XPU) out of memory")
 # (wording, pattern) of OOMs without allocator figures; searched only when OOM_MARK is absent.
@@ -241,6 +243,20 @@ _ASYNC_LINES = (
 
 # a MIG slice named anywhere in the log (torch's device name, nvidia-smi -L): "MIG 1g.10gb", "MIG 3g.40gb"
 _MIG_PROFILE = re.compile(r"\bMIG[ -](\d{1,2}g\.\d{1,4}gb)\b")
+
+# What a line must contain for parse_oom or allocator_fact to find anything (the line
+# prefilter's words, matched case-insensitively; _log_prefilter): keep in step with the patterns.
+OOM_WORDS = (
+    "out of memory", "cudaerrormemoryallocation", "cuda_error_out_of_memory", "hiperroroutofmemory",
+    "allocation on device", "outofmemoryerror", "nvml_success", "no executable batch size", "alloc_failed",
+    "outofmemory", "requested amount of gpu memory", "resource_exhausted", "resource exhausted",
+    "attempting to reserve", "oom when allocating tensor", "resourceexhaustederror", "ran out of memory",
+    # allocator_fact
+    "mig", "limit:", "inuse:", "numallocs:", "maxallocsize:", "reserved:", "largestfreeblock:", "bytes_in_use:",
+    "largest_free_block_bytes:", "free memory/total memory:", "failed to cuda ", "currently allocated", "requested",
+    "device limit", "free (according to cuda)", "pytorch limit",
+)
+OOM_STARTS_AFTER_SPACE = ":"   # torch's cudaMallocAsync "allowed" figure line: "   : 10.00 GiB"
 
 
 def allocator_fact(line: str) -> dict | None:

@@ -45,7 +45,9 @@ _PROGRESS = re.compile(r"^[^\[\]\n]{0,300}?\[\d{1,4}:\d\d(?::\d\d)?(?:<(?:\?|\d{
                        r"(?:\?|\d[\d.]{0,12} ?)(?:it|s|[A-Za-z]{1,8})/(?:s|it)\b[^\[\]]{0,300}\](?=\S)")
 _COLLECTOR = re.compile(r"^ ?(\d{4})-(\d{2})-(\d{2}) (\d{2}):(\d{2}) (?=\S)")   # " 2025-02-18 12:54 "
 _COUNTER = re.compile(r"^\[(\d+)\] (?=\S)")                                    # "[80746] "
-_PDSH = re.compile(r"^([A-Za-z][\w.-]*\d[\w.-]*): ")                           # "vm-07-05: "
+# "vm-07-05: ": a host token with a digit in it. The digit is checked in Python: "[\w.-]*\d[\w.-]*" backtracks
+# quadratically over a long run of word characters and digits.
+_PDSH = re.compile(r"^([A-Za-z][\w.-]*): ")
 # "(Worker_TP1 pid=15193) ", "(VllmWorker rank=3 pid=1090) ", Ray's "(RayWorkerWrapper pid=206994, ip=10.0.0.2) "
 _VLLM_PROC = re.compile(r"^\((\w[\w =]{0,60}?) pid=(\d+)(?:, ip=[\w.:]{1,64})?\) ")
 _RANK = re.compile(r"^\[rank(\d+)\]: ?")  # "[rank0]:" (C++ logs), "[rank0]: " (Python: the original line follows)
@@ -98,33 +100,34 @@ def split_line(line: str, year: int) -> Prefix:
     p = Prefix(body=line)
     body = line
     outer_year: int | None = None
-    # Envelopes come in a fixed outer-to-inner order; each is optional.
-    m = _PROGRESS.match(body)
+    # Envelopes come in a fixed outer-to-inner order; each is optional. Each pattern runs only when
+    # the line starts with a character it can start with (most lines have none of them).
+    m = _PROGRESS.match(body) if ("/s" in body or "/it" in body) else None
     if m:
         p.extra["progress_bar"] = True
         body = body[m.end():]
-    m = _COLLECTOR.match(body)
+    m = _COLLECTOR.match(body) if body[:1] == " " or body[:1].isdecimal() else None
     if m:
         outer_year = int(m.group(1))
         p.extra["collector_time"] = m.group(0).strip()
         body = body[m.end():]
-    m = _COUNTER.match(body)
+    m = _COUNTER.match(body) if body[:1] == "[" else None
     if m:
         p.extra["line_counter"] = int(m.group(1))
         body = body[m.end():]
-    m = _PDSH.match(body)
-    if m and not m.group(1).endswith(("Error", "Exception", "Warning")):
+    m = _PDSH.match(body) if body[:1].isalpha() else None
+    if m and any(c.isdecimal() for c in m.group(1)) and not m.group(1).endswith(("Error", "Exception", "Warning")):
         p.host = m.group(1)
         body = body[m.end():]
-    m = _VLLM_PROC.match(body)
+    m = _VLLM_PROC.match(body) if body[:1] == "(" else None
     if m:
         p.extra["process"], p.pid = m.group(1), int(m.group(2))
         body = body[m.end():]
-    m = _RANK.match(body)
+    m = _RANK.match(body) if body.startswith("[rank") else None
     if m:
         p.rank = int(m.group(1))
         body = body[m.end():]
-    m = _EXC_GROUP.match(body)
+    m = _EXC_GROUP.match(body) if body[:1] == " " else None
     if m:
         p.extra["exception_group"] = True
         body = body[m.end():]
@@ -133,8 +136,11 @@ def split_line(line: str, year: int) -> Prefix:
 
 
 def _logger_header(body: str, p: Prefix, year: int, year_is_assumed: bool) -> str:
-    """Read the first logger header that matches; return the rest of the line."""
-    m = _GLOG_BRACKET.match(body)
+    """Read the first logger header that matches; return the rest of the line. A header is tried
+    only when the line's first character can start it."""
+    head = body[:1]
+    bracket, level = head == "[", head in ("D", "I", "W", "E", "C", "F", "V")
+    m = _GLOG_BRACKET.match(body) if bracket else None
     if m:
         p.severity = _LEVELS[m.group(1)]
         p.ts = _ns(year, int(m.group(2)), int(m.group(3)), int(m.group(4)), int(m.group(5)),
@@ -142,7 +148,7 @@ def _logger_header(body: str, p: Prefix, year: int, year_is_assumed: bool) -> st
         p.year_assumed = year_is_assumed
         p.origin = m.group(8)
         return body[m.end():]
-    m = _GLOG_PY.match(body)
+    m = _GLOG_PY.match(body) if level else None
     if m:
         p.severity = _LEVELS[m.group(1)]
         p.ts = _ns(year, int(m.group(2)), int(m.group(3)), int(m.group(4)), int(m.group(5)),
@@ -150,45 +156,45 @@ def _logger_header(body: str, p: Prefix, year: int, year_is_assumed: bool) -> st
         p.year_assumed = year_is_assumed
         p.pid, p.origin = int(m.group(8)), m.group(9)
         return body[m.end():]
-    m = _GLOG_LEGACY.match(body)
+    m = _GLOG_LEGACY.match(body) if bracket else None
     if m:
         p.severity, p.origin = _LEVELS[m.group(1)], m.group(2)
         return body[m.end():]
-    m = _VLLM.match(body)
+    m = _VLLM.match(body) if level else None
     if m:
         p.severity = _LEVELS[m.group(1)]
         p.ts = _ns(year, int(m.group(2)), int(m.group(3)), int(m.group(4)), int(m.group(5)), int(m.group(6)))
         p.year_assumed = year_is_assumed
         p.origin = m.group(7)
         return body[m.end():]
-    m = _DEEPSPEED.match(body)
+    m = _DEEPSPEED.match(body) if bracket else None
     if m:
         g = m.groups()
         p.ts = _ns(int(g[0]), int(g[1]), int(g[2]), int(g[3]), int(g[4]), int(g[5]), g[6])
         p.severity = _LEVELS.get(g[7].upper(), "")
         p.origin = g[8]
         return body[m.end():]
-    m = _TENSORRT.match(body)
+    m = _TENSORRT.match(body) if bracket else None
     if m:
         g = m.groups()
         p.ts = _ns(int(g[2]), int(g[0]), int(g[1]), int(g[3]), int(g[4]), int(g[5]))
         p.severity = _LEVELS[g[6]]
         return body[m.end():]
-    m = _SGLANG.match(body)
+    m = _SGLANG.match(body) if bracket else None
     if m:
         g = m.groups()
         p.ts = _ns(int(g[0]), int(g[1]), int(g[2]), int(g[3]), int(g[4]), int(g[5]))
         if g[6]:
             p.extra["worker"] = g[6]
         return body[m.end():]
-    m = _ISO.match(body)
+    m = _ISO.match(body) if head.isdecimal() else None
     if m:
         g = m.groups()
         p.ts = _ns(int(g[0]), int(g[1]), int(g[2]), int(g[3]), int(g[4]), int(g[5]), g[6], g[7])
         if g[8]:
             p.severity = _LEVELS[g[8]]
         return body[m.end():]
-    m = _SYSLOG.match(body)
+    m = _SYSLOG.match(body) if "A" <= head <= "Z" else None
     if m:
         g = m.groups()
         p.ts = _ns(year, _MONTHS.get(g[0], 0), int(g[1]), int(g[2]), int(g[3]), int(g[4]))
@@ -202,23 +208,23 @@ def _logger_header(body: str, p: Prefix, year: int, year_is_assumed: bool) -> st
             p.extra["uptime_s"] = float(k.group(1))
             rest = rest[k.end():]
         return rest
-    m = _DMESG_T.match(body)
+    m = _DMESG_T.match(body) if bracket else None
     if m:
         g = m.groups()
         p.ts = _ns(int(g[5]), _MONTHS.get(g[0], 0), int(g[1]), int(g[2]), int(g[3]), int(g[4]))
         return body[m.end():]
-    m = _DMESG.match(body)
+    m = _DMESG.match(body) if bracket else None
     if m:
         p.extra["uptime_s"] = float(m.group(1))  # seconds since boot: not on the wall clock
         return body[m.end():]
-    m = _NCCL_DEBUG.match(body)
+    m = _NCCL_DEBUG.match(body) if " NCCL " in body else None
     if m:
         p.host, p.pid, p.tid, p.device = m.group(1), int(m.group(2)), int(m.group(3)), int(m.group(4))
         p.severity = _LEVELS.get(m.group(5), "error")
         p.origin = "NCCL"
         p.extra["nccl_level"] = m.group(5)
         return body[m.end():]
-    m = _PYLOGGING.match(body) or _LEVEL_WORD.match(body)
+    m = (_PYLOGGING.match(body) if level else None) or _LEVEL_WORD.match(body)
     if m:
         p.severity = _LEVELS[m.group(1)]
         if m.re is _PYLOGGING:

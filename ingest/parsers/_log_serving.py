@@ -57,7 +57,7 @@ _TRT_TOKENS = re.compile(r"maxTokensInPagedKvCache \((\d+)\)")
 _SGLANG_ALLOC = re.compile(r"Try to allocate (\d+) tokens")
 _MAX_LEN = re.compile(r"max seq len \(?(\d+)\)?")
 _CACHE_TOKENS = re.compile(r"stored in KV cache \((\d+)\)")
-_NEEDED = re.compile(r"([\d.]+) GiB KV cach")             # "cach" so a terminal-wrapped line still counts
+_NEEDED = re.compile(r"([\d.]{1,40}) GiB KV cach")             # "cach" so a terminal-wrapped line still counts
 _AVAILABLE = re.compile(r"available KV cache memory \((-?[\d.]+) GiB\)")
 _ESTIMATED = re.compile(r"estimated maximum model length is (\d+)")
 _MEM_FRACTION = re.compile(r"mem_fraction_static=([\d.]+)")
@@ -110,6 +110,19 @@ _VLLM_COUNTS = {"running": re.compile(r"Running: (\d+) reqs"), "waiting": re.com
 _SGLANG_USAGE = (re.compile(r"full token usage: ([\d.]+)"), re.compile(r"(?<!swa )(?<!mamba )token usage: ([\d.]+)"))
 _SGLANG_COUNTS = {"running": re.compile(r"#running-req: (\d+)"), "waiting": re.compile(r"#queue-req: (\d+)"),
                   "retracted": re.compile(r"#retracted-req: (\d+)")}
+
+# What a line must contain for classify_serving to match (the line prefilter's words, matched
+# case-insensitively; _log_prefilter): keep in step with the patterns above.
+SERVING_WORDS = tuple(trigger.lower() for _, trigger in _REFUSALS) + (
+    "of memory. try to lower your batch size", "no space left for only one request", "maxtokensinpagedkvcache",
+    "impossible to fit in any sequence", "enough",                      # refusal patterns, TurboMind, TGI
+    "reduced", "truncated",                                             # _context_reduced
+    "preempt", "capacity of block_manager", "failed to find", "decode out of memory", "kv cache pool is full",
+    "kv cache usage:", "token usage:",                                  # _stats
+    "available kv cache memory", "reserved for kv cache", "kv_cache_size=", "larger than the profiled value",
+    "max_total_num_tokens=", "kv cache is allocated", " blocks: ", "max_block_count", "kv cache size:",
+    "paged kv cache", "maximum concurrency for",                        # _sizing
+)
 
 
 def classify_serving(body: str) -> Hit | None:

@@ -26,6 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ingest.events import INT64_MAX, INT64_MIN, EventSink, ParseReport, dumps_attrs
+from ingest.io import is_gzip
 from ingest.parsers._kineto_decode import (
     Args, Chunk, Event, TraceReader, decode_args, has_big_int, peek_trailer,
 )
@@ -85,6 +86,8 @@ class _Context:
         self.report, self.meta = report, meta
         self.rank, self.host = meta.get("rank"), str(meta.get("host_name") or "")
         self.offset_ns: int | None = None  # decided by the first timed events
+        self.absolute_ts = False            # ... which carried Unix times (the base is ignored)
+        self.collectives = 0                # rows whose attrs hold the rank
         self.launches = _LaunchMap()
         self.waiting: list[dict] = []   # GPU-side columns whose launch was not seen yet
         self.flows: Counter = Counter()
@@ -94,15 +97,23 @@ class _Context:
         self.open_ranges: dict[tuple, list[tuple[Event, int]]] = {}
 
 
-# top-level keys whose value changes the columns (clock, collective rank, host)
-_COLUMN_META = ("base_time_ns", "rank", "host_name")
+def _rows_off(final: dict[str, Any], ctx: _Context) -> list[str]:
+    """What keys found after traceEvents would have changed in rows already built."""
+    off = []
+    if final.get("base_time_ns") != ctx.meta.get("base_time_ns") and not ctx.absolute_ts:
+        off.append("clock")
+    if final.get("rank") != ctx.meta.get("rank") and ctx.collectives:
+        off.append("rank")
+    if final.get("host_name") != ctx.meta.get("host_name"):
+        off.append("host")
+    return off
 
 
 def parse(path: Path, sink: EventSink, report: ParseReport) -> None:
     reader = TraceReader(Path(path))
     chunks = reader.chunks()
     chunk = next(chunks, None)  # reads the header
-    ahead = peek_trailer(reader.path)
+    ahead = peek_trailer(reader.path) if _trailer_may_matter(reader, chunk) else {}
     ctx = _Context(report, _read_meta(reader.header | ahead, report))
     while chunk is not None:
         _emit_chunk(chunk, ctx, sink)
@@ -112,9 +123,9 @@ def parse(path: Path, sink: EventSink, report: ParseReport) -> None:
     _emit_waiting_rows(ctx, sink)
     if reader.trailer != ahead:  # the read-ahead missed (trailer over TAIL_BYTES): report the real one
         final = _read_meta(reader.header | reader.trailer, report)
-        if any(final.get(k) != ctx.meta.get(k) for k in _COLUMN_META):
-            report.warn("keys after traceEvents could not be read ahead: clock, rank or host "
-                        "of the rows may be off")
+        if off := _rows_off(final, ctx):
+            report.warn(f"keys after traceEvents could not be read ahead: {', '.join(off)} of the "
+                        "rows may be off")
 
     broken = reader.broken
     for i, why in broken[:20]:
@@ -131,6 +142,22 @@ def parse(path: Path, sink: EventSink, report: ParseReport) -> None:
     report.meta["flow_events"] = sum(ctx.flows.values())
     report.meta["metadata_events"] = ctx.metadata_events
     report.meta["trace_events"] = reader.count
+
+
+def _trailer_may_matter(reader: TraceReader, first: Chunk | None) -> bool:
+    """Whether the keys after traceEvents must be read before the first row is built.
+
+    In a plain file that read is a seek; a gzip has to be decompressed twice for it (a
+    third of the parse). The clock base is what libkineto writes there (ROCm builds):
+    not needed when the header already has it or the first events carry absolute times
+    (the base is then ignored). Rank and host come from the header in PyTorch's files; if
+    a trailer still disagrees, the parse says so (see `parse`)."""
+    if not is_gzip(reader.path):
+        return True
+    if "baseTimeNanoseconds" in reader.header:
+        return False
+    ts = [e.ts for e in (first.events[:1000] if first else ()) if isinstance(e.ts, (int, float))]
+    return not (ts and min(ts) * 1000 >= UNIX_NS_FLOOR)
 
 
 # ---------------------------------------------------------------- metadata and clock
@@ -366,7 +393,9 @@ def _emit_chunk(chunk: Chunk, ctx: _Context, sink: EventSink) -> None:
     fields = _Fields(evs)
     ph = fields.ph
     if ctx.offset_ns is None and np.isfinite(fields.ts).any():
-        ctx.offset_ns = _clock(ctx.meta, float(np.nanmin(fields.ts)), ctx.report)
+        first_ts = float(np.nanmin(fields.ts))
+        ctx.offset_ns = _clock(ctx.meta, first_ts, ctx.report)
+        ctx.absolute_ts = first_ts * 1000 >= UNIX_NS_FLOOR
 
     is_flow = np.isin(ph, _FLOW)
     if is_flow.any():
@@ -472,6 +501,7 @@ def _emit_rows(f: _Fields, index: np.ndarray, ctx: _Context, sink: EventSink) ->
     nccl_kernel = (kind == _K["kernel"]) & names.where(lambda v: v.startswith(NCCL_KERNEL_PREFIXES))
     param_comms = (kind == _K["cpu_op"]) & names.isin((PARAM_COMMS_OP,))
     is_collective = nccl_kernel | param_comms
+    ctx.collectives += int(is_collective.sum())
     kind[is_collective] = _K["collective"]
 
     pid, c1 = _ints(f.pid)

@@ -19,12 +19,17 @@ from pathlib import Path
 from typing import Any
 
 from ingest.events import EventSink, ParseError, ParseReport, clamp_int, dumps_attrs
-from ingest.safe_pickle import is_pickle, load_path
+from ingest.io import env_int, read_all
+from ingest.safe_pickle import MAX_PICKLE_BYTES, is_pickle, loads
 
 FORMAT = "memory_snapshot"
 SOURCE = "memory_snapshot"
 
 TOP_FRAMES = 5
+# Bounds on what one snapshot may expand to (see records_allowed).
+RECORDS_PER_BYTE = 1
+RECORDS_FLOOR = 1_000_000
+MAX_RECORDS = 50_000_000
 _ACTION_KIND = {
     "alloc": "alloc", "segment_alloc": "alloc",
     "free_requested": "free", "free_completed": "free", "segment_free": "free",
@@ -41,12 +46,15 @@ def sniff(head: bytes, name: str) -> bool:
 
 
 def parse(path: Path, sink: EventSink, report: ParseReport) -> None:
-    snap = load_path(path)
+    data = read_all(path, MAX_PICKLE_BYTES)
+    snap = loads(data, path)
     if not isinstance(snap, dict) or not isinstance(snap.get("segments"), list):
         raise ParseError(str(path), "top level", "a memory snapshot: a dict with a 'segments' list")
     traces = snap.get("device_traces") or []
     if not isinstance(traces, list):
         raise ParseError(str(path), "key 'device_traces'", "a list (one action list per device)")
+    check_expansion(str(path), traces, snap["segments"], len(data))
+    del data
     taken_at = _emit_trace_actions(traces, sink, report)
     segments = [s for s in snap["segments"] if _is_segment(s, report)]
     _emit_segments(segments, taken_at, sink)
@@ -59,6 +67,43 @@ def parse(path: Path, sink: EventSink, report: ParseReport) -> None:
                    "block and derived rows carry the latest action time as the snapshot time"}
                   if taken_at else {"domain": "none", "note": "no timed allocator history in the snapshot"}),
     })
+
+
+def records_allowed(pickle_bytes: int) -> int:
+    """How many records (actions, segments, blocks and the stack frames walked for them) a
+    snapshot of this size may hold: real ones spend about 20 bytes of pickle per record, a
+    pickle of shared references (the same list repeated) far less than one."""
+    cap = env_int("TRACEDOC_MAX_SNAPSHOT_RECORDS", MAX_RECORDS)
+    return min(cap, max(RECORDS_FLOOR, pickle_bytes * RECORDS_PER_BYTE))
+
+
+def check_expansion(path: str, traces: list, segments: list, pickle_bytes: int) -> None:
+    """Counts the records before any is expanded into rows; refuses past records_allowed()."""
+    allowed = records_allowed(pickle_bytes)
+    counted = 0
+
+    def add(n: int, where: str) -> None:
+        nonlocal counted
+        counted += n
+        if counted > allowed:
+            raise ParseError(path, where, f"at most {allowed:,} records for a snapshot of {pickle_bytes:,} "
+                             f"bytes ({RECORDS_PER_BYTE} per byte, TRACEDOC_MAX_SNAPSHOT_RECORDS in all): "
+                             "shared references in the pickle repeat records without storing them")
+
+    for device, actions in enumerate(traces):
+        if isinstance(actions, list):
+            add(len(actions), f"device_traces[{device}]")
+            for i, a in enumerate(actions):
+                if isinstance(a, dict) and isinstance(a.get("frames"), list):
+                    add(len(a["frames"]), f"device_traces[{device}][{i}].frames")
+    add(len(segments), "segments")
+    for si, seg in enumerate(segments):
+        blocks = seg.get("blocks") if isinstance(seg, dict) else None
+        if isinstance(blocks, list):
+            add(len(blocks), f"segments[{si}].blocks")
+            for bi, b in enumerate(blocks):
+                if isinstance(b, dict) and isinstance(b.get("frames"), list):
+                    add(len(b["frames"]), f"segments[{si}].blocks[{bi}].frames")
 
 
 def fragmentation_figures(segments: list[dict]) -> dict[int, dict[str, Any]]:

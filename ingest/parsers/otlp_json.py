@@ -8,13 +8,16 @@ import re
 import orjson
 
 from ingest.events import EventSink, ParseError, ParseReport
-from ingest.io import read_all
+from ingest.io import read_all, read_head
 from ingest.parsers._otlp import OtlpEmitter
 from ingest.parsers._telemetry import iter_json_lines
 
 FORMAT = "otlp_json"
 SOURCE = "otlp"
 
+# One document is decoded whole (orjson: several times its size in objects); beyond this
+# the exporter's JSON-lines form, read a line at a time, is the way to send more.
+MAX_DOCUMENT_BYTES = 1024**3
 _START = re.compile(rb'^\s*\{\s*"resource(Spans|Logs|Metrics)"\s*:')
 
 
@@ -24,7 +27,11 @@ def sniff(head: bytes, name: str) -> bool:
 
 def parse(path, sink: EventSink, report: ParseReport) -> None:
     emitter = OtlpEmitter(path, sink, report)
-    data = read_all(path)
+    if _starts_json_lines(read_head(path)):
+        _parse_lines(path, emitter, report)  # streamed: a line at a time
+        emitter.finish()
+        return
+    data = read_all(path, MAX_DOCUMENT_BYTES)
     try:
         doc = orjson.loads(data)
     except orjson.JSONDecodeError as e:
@@ -34,6 +41,12 @@ def parse(path, sink: EventSink, report: ParseReport) -> None:
     else:
         emitter.document(doc)
     emitter.finish()
+
+
+def _starts_json_lines(head: bytes) -> bool:
+    """The head's first line is a whole JSON value and a second non-blank line follows: the
+    collector's file exporter, read line by line instead of whole."""
+    return _is_json_lines(head)
 
 
 def _is_json_lines(data: bytes) -> bool:

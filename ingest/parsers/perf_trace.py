@@ -12,7 +12,7 @@ per thread per syscall: name = syscall, value = total ms, attrs calls/errors/min
 """
 from __future__ import annotations
 
-import re
+import re2  # linear time: these patterns run on untrusted lines
 
 from ingest.events import EventSink, ParseError, ParseReport
 from ingest.parsers._telemetry import clock_meta, iter_lines
@@ -20,14 +20,14 @@ from ingest.parsers._telemetry import clock_meta, iter_lines
 FORMAT = "perf_trace"
 SOURCE = "perf"
 
-_CALL = re.compile(r"^\s*(?P<ts>\d+\.\d+|\?)\s+\(\s*(?:(?P<dur>\d+\.\d+)\s+ms)?\s*\):\s+(?P<comm>.*?)/(?P<tid>\d+)\s+"
+_CALL = re2.compile(r"^\s*(?P<ts>\d+\.\d+|\?)\s+\(\s*(?:(?P<dur>\d+\.\d+)\s+ms)?\s*\):\s+(?P<comm>.*?)/(?P<tid>\d+)\s+"
                    r"(?P<cont>\.\.\.\s+\[continued\]:\s+)?(?P<call>[A-Za-z_]\w*)\((?P<args>.*)$")
-_THREAD = re.compile(r"^\s*(?P<comm>.+?)\s+\((?P<tid>\d+)\),\s+(?P<events>\d+)\s+events")
-_ROW = re.compile(r"^\s*(?P<call>[A-Za-z_]\w*)\s+(?P<calls>\d+)\s+(?P<errors>\d+)\s+(?P<total>[\d.]+)\s+(?P<min>[\d.]+)"
+_THREAD = re2.compile(r"^\s*(?P<comm>.+?)\s+\((?P<tid>\d+)\),\s+(?P<events>\d+)\s+events")
+_ROW = re2.compile(r"^\s*(?P<call>[A-Za-z_]\w*)\s+(?P<calls>\d+)\s+(?P<errors>\d+)\s+(?P<total>[\d.]+)\s+(?P<min>[\d.]+)"
                   r"\s+(?P<avg>[\d.]+)\s+(?P<max>[\d.]+)\s+(?P<stddev>[\d.]+)%")
-_TAIL = re.compile(r"^(?P<args>.*?)\)\s+=\s*(?P<ret>.*)$")
+_TAIL = re2.compile(r"^(?P<args>.*?)\)\s+=\s*(?P<ret>.*)$")
 MAX_DUR_NS = 2**62
-_OP = re.compile(r"\bop:\s*(?P<op>[A-Z_|0-9]+)")
+_OP = re2.compile(r"\bop:\s*(?P<op>[A-Z_|0-9]+)")
 
 
 def sniff(head: bytes, name: str) -> bool:

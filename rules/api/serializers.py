@@ -1,6 +1,6 @@
 from rest_framework import serializers
 
-from rules.models import Rule, check_rule
+from rules.models import TeamRule, check_rule
 
 
 class RuleErrorSerializer(serializers.Serializer):
@@ -16,7 +16,7 @@ class RuleSerializer(serializers.ModelSerializer):
     versions = serializers.SerializerMethodField()
 
     class Meta:
-        model = Rule
+        model = TeamRule
         fields = ["id", "team", "rule_id", "version", "title", "severity", "owner", "yaml", "enabled",
                   "created_by", "updated_by", "created_at", "updated_at", "versions"]
         read_only_fields = ["rule_id", "version", "title", "severity", "owner"]

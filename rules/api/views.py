@@ -8,18 +8,19 @@ from rest_framework import serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
+from diagnosis.tasks import diagnose_stored
 from ingest.models import Trace
 from ingest.uploads import team_for_upload
 from rules.api.serializers import (RuleCreateSerializer, RuleSerializer, RuleTestSerializer,
                                    RuleTextSerializer, RuleValidationSerializer)
-from rules.models import Rule, check_rule, parse_rule
+from rules.models import TeamRule, check_rule, parse_rule
 
 TESTABLE = (Trace.State.PARSED, Trace.State.DIAGNOSING, Trace.State.DONE)
 
 
 class RuleViewSet(viewsets.ModelViewSet):
     def get_queryset(self):
-        return Rule.objects.visible_to(self.request.user).select_related("team", "created_by", "updated_by")
+        return TeamRule.objects.visible_to(self.request.user).select_related("team", "created_by", "updated_by")
 
     def get_serializer_class(self):
         return RuleCreateSerializer if self.action == "create" else RuleSerializer
@@ -58,7 +59,6 @@ class RuleViewSet(viewsets.ModelViewSet):
     @action(detail=True, methods=["post"])
     def test(self, request, pk=None):
         """Run this rule alone over a parsed trace's events; returns its findings."""
-        from diagnosis.tasks import diagnose_stored
         rule = self.get_object()
         body = RuleTestSerializer(data=request.data)
         body.is_valid(raise_exception=True)
@@ -66,6 +66,6 @@ class RuleViewSet(viewsets.ModelViewSet):
         if trace.state not in TESTABLE:
             return Response({"detail": f"trace {trace.pk} is {trace.state}: a rule runs on parsed traces",
                              "state": trace.state}, status=status.HTTP_409_CONFLICT)
-        report = diagnose_stored(trace, [parse_rule(rule.yaml)])
+        report = diagnose_stored(trace, [parse_rule(rule.yaml)]).to_dict()
         return Response({"rule_id": rule.rule_id, "version": rule.version, "trace": trace.pk,
-                         "findings": report["findings"], "rule_errors": report.get("rule_errors", [])})
+                         "findings": report["findings"], "rule_errors": report["rule_errors"]})

@@ -10,6 +10,8 @@ synchronisation per step is how a decode loop reads its token back and is not co
 from __future__ import annotations
 
 import json
+import weakref
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -33,29 +35,53 @@ def steady_window(ctx) -> tuple[int, int, int] | None:
     if len(steady) >= 2:
         return int(steady["ts"].iloc[0]), int(steady["ts"].iloc[-1] + steady["dur"].iloc[-1]), len(steady)
     ev = ctx.events
-    k = ev[ev["kind"] == "kernel"]
-    if k.empty:
+    kernels = (ev["kind"] == "kernel").to_numpy()   # a mask, not a copy of every column
+    if not kernels.any():
         return None
-    return int(k["ts"].min()), int((k["ts"] + k["dur"]).max()), 0
+    ts = ev["ts"].to_numpy(np.int64)[kernels]
+    return int(ts.min()), int((ts + ev["dur"].to_numpy(np.int64)[kernels]).max()), 0
 
 
-def _kernel_window(ctx):
-    """(lo, hi, steps, kernels, busy ns, gaps) of the steady window; None when it has under
-    ten kernels (too few to say how busy the GPU is)."""
+@dataclass(frozen=True)
+class KernelWindow:
+    """The steady window and the kernels running on the GPU inside it."""
+    lo: int
+    hi: int
+    steps: int
+    rows: np.ndarray          # the kernels' row numbers in ctx.events
+    durs: np.ndarray          # their durations (ns)
+    busy: int                 # union of their intervals (ns)
+    gaps: np.ndarray          # (start, end) rows of the idle gaps between them
+
+
+# gpu_activity and gpu_idle_gaps read the same window: computed once per trace
+_WINDOWS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _kernel_window(ctx) -> KernelWindow | None:
+    """The steady window's kernels, busy time and gaps; None when it has under ten kernels
+    (too few to say how busy the GPU is)."""
+    if ctx not in _WINDOWS:
+        _WINDOWS[ctx] = _find_kernel_window(ctx)
+    return _WINDOWS[ctx]
+
+
+def _find_kernel_window(ctx) -> KernelWindow | None:
     win = steady_window(ctx)
     if win is None:
         return None
     lo, hi, steps = win
     ev = ctx.events
+    ts = ev["ts"].to_numpy(np.int64)
     # communication kernels occupy the GPU too (HTA counts them): a rank waiting in an
     # all-reduce is not idle
-    on_gpu = (ev["kind"] == "kernel") | ((ev["kind"] == "collective") & (ev["stream"] >= 0))
-    k = ev[on_gpu & (ev["ts"] >= lo) & (ev["ts"] < hi)]
-    if len(k) < 10 or hi <= lo:
+    on_gpu = ((ev["kind"] == "kernel") | ((ev["kind"] == "collective") & (ev["stream"] >= 0))).to_numpy()
+    rows = np.flatnonzero(on_gpu & (ts >= lo) & (ts < hi))
+    if len(rows) < 10 or hi <= lo:
         return None
-    starts = k["ts"].to_numpy(np.int64)
-    busy, gaps = _busy_and_gaps(starts, starts + k["dur"].to_numpy(np.int64))
-    return lo, hi, steps, k, busy, gaps
+    starts, durs = ts[rows], ev["dur"].to_numpy(np.int64)[rows]
+    busy, gaps = _busy_and_gaps(starts, starts + durs)
+    return KernelWindow(lo, hi, steps, rows, durs, busy, gaps)
 
 
 def _busy_and_gaps(starts: np.ndarray, ends: np.ndarray) -> tuple[int, np.ndarray]:
@@ -99,22 +125,27 @@ def gpu_activity(ctx) -> pd.DataFrame:
     window = _kernel_window(ctx)
     if window is None:
         return ev.iloc[0:0]
-    lo, hi, steps, k, busy, gaps = window
-    launch_calls = ev[(ev["kind"] == "runtime") & ev["name"].isin(LAUNCH_CALLS) & (ev["ts"] >= lo) & (ev["ts"] < hi)]
-    launches = int(len(launch_calls))
-    graphs = int(((ev["kind"] == "runtime") & (ev["name"] == "cudaGraphLaunch") & (ev["ts"] >= lo) & (ev["ts"] < hi)).sum())
-    row = k.iloc[[0]].copy()
+    lo, hi, steps, busy, gaps = window.lo, window.hi, window.steps, window.busy, window.gaps
+    ts = ev["ts"].to_numpy(np.int64)
+    runtime_inside = (ev["kind"] == "runtime").to_numpy() & (ts >= lo) & (ts < hi)
+    launch_calls = runtime_inside & ev["name"].isin(LAUNCH_CALLS).to_numpy()
+    launches = int(launch_calls.sum())
+    graphs = int((runtime_inside & (ev["name"] == "cudaGraphLaunch").to_numpy()).sum())
+    kernels = len(window.rows)
+    median_kernel = float(np.median(window.durs))
+    row = ev.iloc[[window.rows[0]]].copy()
     row["ts"], row["dur"] = lo, hi - lo
     row["kind"], row["name"] = "sample", "gpu_activity"
     frac = busy / (hi - lo)
     row["value"] = frac
     row["attrs"] = json.dumps({
-        "busy_pct": round(100 * frac, 1), "kernels": int(len(k)),
-        "kernels_per_step": round(len(k) / steps, 1) if steps else None,
-        "median_kernel_us": round(float(np.median(k["dur"])) / 1e3, 2),
-        "launches": launches, "launch_share_pct": round(100 * float(launch_calls["dur"].sum()) / (hi - lo), 1),
-        "text": f"{len(k)} kernels over {(hi - lo) / 1e6:.1f} ms of steady state, GPU busy {100 * frac:.1f}%, "
-                f"median kernel {float(np.median(k['dur'])) / 1e3:.2f} us, {launches} launch calls",
+        "busy_pct": round(100 * frac, 1), "kernels": kernels,
+        "kernels_per_step": round(kernels / steps, 1) if steps else None,
+        "median_kernel_us": round(median_kernel / 1e3, 2),
+        "launches": launches,
+        "launch_share_pct": round(100 * float(ev["dur"].to_numpy(np.int64)[launch_calls].sum()) / (hi - lo), 1),
+        "text": f"{kernels} kernels over {(hi - lo) / 1e6:.1f} ms of steady state, GPU busy {100 * frac:.1f}%, "
+                f"median kernel {median_kernel / 1e3:.2f} us, {launches} launch calls",
         "graph_launches": graphs, "window_ms": round((hi - lo) / 1e6, 1), "steps": steps,
         **_gap_attrs(gaps, hi - lo),
     })
@@ -164,7 +195,7 @@ def gpu_idle_gaps(ctx) -> pd.DataFrame:
     window = _kernel_window(ctx)
     if window is None:
         return ev.iloc[0:0]
-    lo, hi, steps, k, busy, bounds = window
+    lo, hi, steps, busy, bounds = window.lo, window.hi, window.steps, window.busy, window.gaps
     bounds = bounds[(bounds[:, 1] - bounds[:, 0]) >= LONG_GAP_NS]
     if not len(bounds):
         return ev.iloc[0:0]
@@ -176,11 +207,11 @@ def gpu_idle_gaps(ctx) -> pd.DataFrame:
     top_name = max(host, key=host.get) if host else ""
     longest = int(np.argmax(bounds[:, 1] - bounds[:, 0]))
     top = dict(sorted(host.items(), key=lambda kv: -kv[1])[:5])
-    row = k.iloc[[0]].copy()
+    row = ev.iloc[[window.rows[0]]].copy()
     row["ts"], row["dur"] = int(bounds[longest, 0]), int(bounds[longest, 1] - bounds[longest, 0])
     row["kind"], row["name"], row["value"] = "sample", "gpu_idle_gaps", idle / (hi - lo)
     row["attrs"] = json.dumps({
-        "long_gaps": int(len(bounds)), "kernels": int(len(k)), "idle_ms": round(idle / 1e6, 1), "window_ms": round((hi - lo) / 1e6, 1),
+        "long_gaps": int(len(bounds)), "kernels": len(window.rows), "idle_ms": round(idle / 1e6, 1), "window_ms": round((hi - lo) / 1e6, 1),
         "idle_pct": round(100 * idle / (hi - lo), 1), "busy_pct": round(100 * busy / (hi - lo), 1),
         "longest_gap_ms": round(float(row["dur"].iloc[0]) / 1e6, 2), "host": verdict,
         "input_pct": round(100 * input_ns / idle, 1), "sync_pct": round(100 * sync_ns / idle, 1),
@@ -199,7 +230,6 @@ _IDLE_VERDICTS = {
     "other": "the host was busy elsewhere (most time in `{op}`): host-side work between kernels starves the GPU",
 }
 MAX_GAPS_EXAMINED = 200  # the longest gaps carry the idle time; bounds the interval join
-SHORT_OP_NS = 10_000_000  # host ops up to 10 ms are joined to the gaps by a sorted search
 
 
 def _host_time_in(ev: pd.DataFrame, bounds: np.ndarray) -> dict[str, int]:
@@ -208,25 +238,25 @@ def _host_time_in(ev: pd.DataFrame, bounds: np.ndarray) -> dict[str, int]:
     order = np.argsort(bounds[:, 0] - bounds[:, 1])[:MAX_GAPS_EXAMINED]
     g = bounds[np.sort(order)]
     # three columns of the host rows, not a copy of every column (attrs text included)
-    keep = (ev["kind"].isin(("cpu_op", "runtime", "annotation", "sync")) & (ev["dur"] > 0)).to_numpy()
-    if not keep.any():
+    host = category_mask(ev["kind"], lambda kinds: kinds.isin(("cpu_op", "runtime", "annotation", "sync")))
+    keep = np.flatnonzero(host & (ev["dur"].to_numpy(np.int64) > 0))
+    if not len(keep):
         return {}
     s = ev["ts"].to_numpy(np.int64)[keep]
     e = s + ev["dur"].to_numpy(np.int64)[keep]
-    codes = ev["name"].cat.codes.to_numpy()[keep]  # per name without materialising the strings
-    sums = np.zeros(len(ev["name"].cat.categories))
-    # Short ops overlap a gap only if they start at most SHORT_OP_NS before it: a sorted search
-    # finds them; the few long ones (steps, big annotations) are tested against every gap.
-    short = (e - s) <= SHORT_OP_NS
-    order = np.argsort(s[short], kind="stable")
-    ss, se, sc = s[short][order], e[short][order], codes[short][order]
-    ls, le, lc = s[~short], e[~short], codes[~short]
-    for lo, hi in g:
-        a, b = np.searchsorted(ss, lo - SHORT_OP_NS), np.searchsorted(ss, hi)
-        for st, en, cd in ((ss[a:b], se[a:b], sc[a:b]), (ls, le, lc)):
-            inside = (st < hi) & (en > lo)
-            if inside.any():
-                overlap = np.minimum(en[inside], hi) - np.maximum(st[inside], lo)
-                sums += np.bincount(cd[inside], weights=overlap, minlength=len(sums))
+    # the gaps are disjoint and in time order, so an op [s, e) overlaps the gaps first..last-1:
+    # two binary searches per op instead of a sort of every host op
+    first = np.searchsorted(g[:, 1], s, side="right")
+    last = np.searchsorted(g[:, 0], e, side="left")
+    hit = np.flatnonzero(last > first)
     names = ev["name"].cat.categories
+    if not len(hit):
+        return {}
+    spans = last[hit] - first[hit]
+    op = np.repeat(hit, spans)
+    gap = np.repeat(first[hit], spans) + np.arange(int(spans.sum())) - np.repeat(np.cumsum(spans) - spans, spans)
+    overlap = np.minimum(e[op], g[gap, 1]) - np.maximum(s[op], g[gap, 0])
+    codes = ev["name"].cat.codes.to_numpy()[keep[op]]  # per name without materialising the strings
+    sums = np.bincount(codes, weights=overlap, minlength=len(names))
     return {str(names[c]): int(sums[c]) for c in np.nonzero(sums)[0]}
+

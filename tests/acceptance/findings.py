@@ -1,5 +1,5 @@
 """Helpers the acceptance tests share."""
-from diagnosis.severity import RANK
+from rules.severity import RANK
 
 
 def by_root(report: dict) -> dict[str, str]:

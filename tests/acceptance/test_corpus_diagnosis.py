@@ -3,7 +3,7 @@ whole pipeline: files -> parsers -> one clock -> builtin rules -> clusters -> re
 import pytest
 
 from diagnosis import scenarios
-from diagnosis.severity import RANK
+from rules.severity import RANK
 from tests.acceptance.findings import by_root
 from tests.corpus import CORPUS
 

@@ -4,7 +4,7 @@ written against. These logs hold the tracebacks the shared copy lacks."""
 import pytest
 
 from diagnosis import scenarios
-from diagnosis.severity import RANK
+from rules.severity import RANK
 from tests.acceptance.findings import by_root
 from tests.corpus import ROOT
 

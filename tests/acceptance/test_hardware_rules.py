@@ -5,7 +5,7 @@ import json
 import pyarrow as pa
 
 from diagnosis import scenarios
-from diagnosis.severity import RANK
+from rules.severity import RANK
 from ingest.events import make_batch
 from rules.compiler import compile_rule
 from rules.evaluator import evaluate_rules
@@ -67,7 +67,7 @@ def test_memory_bound_kernel_rule_reads_the_ncu_verdict():
     events = pa.Table.from_batches([batch]).to_pandas()
     findings, errors = evaluate_rules([compile_rule(rule)], TraceContext(events))
     assert not errors and len(findings) == 1
-    assert "copy_kernel" in findings[0]["explanation"] and "91.2%" in findings[0]["explanation"]
+    assert "copy_kernel" in findings[0].explanation and "91.2%" in findings[0].explanation
 
 
 def _found(tmp_path, name, text):

@@ -72,6 +72,15 @@ class StubServer:
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
         self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True)
 
+    @property
+    def uploads(self) -> list[Received]:
+        """The trace uploads received (not the heartbeats)."""
+        return [r for r in self.received if r.method == "POST" and r.path == "/api/v1/traces/"]
+
+    @property
+    def heartbeats(self) -> list[Received]:
+        return [r for r in self.received if r.path == "/api/v1/hosts/heartbeat/"]
+
     def __enter__(self):
         self.thread.start()
         return self

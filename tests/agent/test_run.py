@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_run_ships_windows_and_the_last_one_on_sigterm(tmp_path, stub_server):
-    server = stub_server(lambda rec: (201, {"id": len(server.received), "state": "received"}))
+    server = stub_server(lambda rec: (201, {"id": len(server.uploads), "state": "received"}))
     log = tmp_path / "train.log"
     log.write_bytes(b"window one\n")
     agent = subprocess.Popen(
@@ -24,7 +24,7 @@ def test_run_ships_windows_and_the_last_one_on_sigterm(tmp_path, stub_server):
         cwd=ROOT, env={**os.environ, "TRACEDOC_TOKEN": "env-token"}, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 20
-        while not server.received and time.monotonic() < deadline:
+        while not server.uploads and time.monotonic() < deadline:
             time.sleep(0.05)
         with open(log, "ab") as f:
             f.write(b"written just before the stop\n")  # picked up by the final collection
@@ -35,7 +35,7 @@ def test_run_ships_windows_and_the_last_one_on_sigterm(tmp_path, stub_server):
             agent.kill()
     assert agent.returncode == 0, err.decode()
     shipped = b""
-    for rec in server.received:
+    for rec in server.uploads:
         labels = json.loads(rec.fields["labels"])
         assert labels["cluster"] == "test" and labels["source"] == "tracedoc-agent"
         assert labels["window_start"] <= labels["window_end"]

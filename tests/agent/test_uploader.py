@@ -24,6 +24,7 @@ def test_retries_with_growing_backoff_until_the_server_accepts(tmp_path, stub_se
     server = stub_server(lambda rec: next(answers))
     spool, bundle = spool_with_bundle(tmp_path)
     shipper = Shipper(spool, ApiClient(server.url, "secret-key"), backoff_base=0.1, jitter=lambda: 1.0)
+    key = bundle.meta["key"]
 
     assert shipper.ship_until(time.monotonic() + 10)
 
@@ -40,7 +41,9 @@ def test_retries_with_growing_backoff_until_the_server_accepts(tmp_path, stub_se
     with tarfile.open(fileobj=io.BytesIO(payload), mode="r:gz") as tar:
         assert tar.extractfile("nvml_samples.jsonl").read() == b'{"ts_ns": 1, "util_gpu": 5}\n'
     assert spool.bundles() == []
-    assert shipper.shipped == [ACCEPTED]
+    assert list(shipper.shipped) == [ACCEPTED]
+    # every try carries the key the bundle was made with: the server makes one trace of them
+    assert {r.headers["Idempotency-Key"] for r in posts} == {key}
 
 
 def test_a_server_that_is_down_leaves_the_bundle_in_the_spool(tmp_path, closed_port_url):

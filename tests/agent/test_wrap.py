@@ -132,3 +132,14 @@ def test_stdout_and_stderr_interleave_by_whole_lines(tmp_path):
     log.close()
     lines = (tmp_path / "out.log").read_bytes().splitlines()
     assert sorted(lines) == [b"RuntimeError: boom", b"loss 2.31"]
+
+
+def test_a_command_killed_by_a_signal_is_labelled_with_it(tmp_path):
+    spool = Spool(tmp_path / "spool")
+    killed = "import os, signal; print('about to die', flush=True); os.kill(os.getpid(), signal.SIGKILL)"
+
+    rc = wrap([sys.executable, "-c", killed], spool, {"host": "h"}, stdout=io.BytesIO(), stderr=io.BytesIO())
+
+    assert rc == 128 + 9
+    labels = spool.bundles()[0].meta["labels"]
+    assert (labels["exit_code"], labels["signal"], labels["failed"]) == ("137", "SIGKILL", "true")

@@ -7,7 +7,8 @@ import json
 import pytest
 
 from diagnosis import scenarios
-from diagnosis.pipeline import diagnose, load_events, parse_in_memory, parse_one, run
+from diagnosis.pipeline import diagnose, load_events, run
+from ingest.artifact_results import parse_in_memory, parse_one
 from ingest.parse import parse_events
 from ingest.progress import DIAGNOSIS_STAGES, PARSE_SHARE, overall_done
 from tests.corpus import corpus
@@ -20,7 +21,7 @@ SCENARIOS = [("h200", "cudagraph_abort"), ("h200", "nccl_timeout"), ("h200", "oo
 @pytest.mark.parametrize("parts", SCENARIOS, ids=lambda p: "/".join(p))
 def test_in_memory_and_parquet_paths_give_the_same_report(parts, corpus_dir):
     path = corpus(*parts)
-    in_memory = run([path])
+    in_memory = run([path]).to_dict()
     via_parquet = scenarios.report(path)
     assert json.dumps(in_memory, sort_keys=True, default=str) == json.dumps(via_parquet, sort_keys=True, default=str)
 

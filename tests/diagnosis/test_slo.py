@@ -59,8 +59,8 @@ def test_quantile_objective_burn_rate():
     # 100 steps, 5 above 50 ms: p99 breaks `p99 <= 50ms`; 5 % bad of a 1 % budget = 5x
     ctx = Ctx([10.0] * 95 + [80.0] * 5)
     v = evaluate_slo(SLO("lat", "t", "token_latency", "p99 <= 50ms", "1h"), ctx)
-    assert v["observed"] == pytest.approx(80.0)
-    assert v["burn_rate"] == pytest.approx(5.0)
+    assert v.observed == pytest.approx(80.0)
+    assert v.burn_rate == pytest.approx(5.0)
     assert evaluate_slo(SLO("lat", "t", "token_latency", "p99 <= 100ms", "1h"), ctx) is None
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from cli.main import EXIT_INTERNAL, main
-from diagnosis.pipeline import parse_one
+from ingest.artifact_results import parse_one
 
 CAPTURES = Path(__file__).resolve().parents[1] / "fixtures" / "captures"
 PMON = CAPTURES / "nvidia_smi_pmon" / "sonar_4gpu_pmon_s_mu.txt"

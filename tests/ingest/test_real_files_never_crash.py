@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from diagnosis.pipeline import parse_one
+from ingest.artifact_results import parse_one
 from ingest.bundle import expand
 from tests.corpus import CORPUS
 

@@ -269,6 +269,20 @@ def test_base_time_after_trace_events_is_applied_from_the_first_event(tmp_path, 
     assert frame["ts"].min() == doc["baseTimeNanoseconds"] + round(first * 1000)
 
 
+def test_a_gzip_is_read_once_when_its_header_has_the_clock_base(tmp_path, corpus_dir, monkeypatch):
+    """Reading the keys after traceEvents ahead means decompressing a gzip twice: skipped when
+    the header already gives what the rows need; the rows are the same."""
+    from ingest.parsers import kineto
+    path = corpus("h200", "healthy_decode", "kineto_trace.json.gz")
+    assert b'"baseTimeNanoseconds"' in gzip.decompress(path.read_bytes())[:4096]
+    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
+    want, _ = parse_to_frame(path, tmp_path / "a")
+    monkeypatch.setattr(kineto, "peek_trailer", lambda p: pytest.fail("read the gzip ahead"))
+    got, report = parse_to_frame(path, tmp_path / "b")
+    assert got["ts"].tolist() == want["ts"].tolist()
+    assert not any("read ahead" in w for w in report.warnings)
+
+
 def test_malformed_json_mid_trace_names_its_byte(tmp_path, corpus_dir, small_windows):
     raw = gzip.decompress(corpus("h200", "sync_stall_decode", "kineto_trace.json.gz").read_bytes())
     at = raw.index(b'"ph": "X"', len(raw) // 2)

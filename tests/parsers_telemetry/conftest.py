@@ -6,7 +6,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from diagnosis.pipeline import ArtifactResult, parse_one
+from ingest.artifact_results import ArtifactResult, parse_one
 
 
 @pytest.fixture

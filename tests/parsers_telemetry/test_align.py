@@ -3,8 +3,9 @@ import json
 import pyarrow as pa
 import pytest
 
-from diagnosis.pipeline import load_events, parse_one
+from diagnosis.pipeline import load_events
 from ingest.align import align_tables, describe_alignment
+from ingest.artifact_results import parse_one
 from ingest.bundle import expand
 from ingest.events import make_batch
 from tests.corpus import corpus

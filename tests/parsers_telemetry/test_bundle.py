@@ -6,7 +6,7 @@ import zipfile
 
 import pytest
 
-from diagnosis.pipeline import parse_one
+from ingest.artifact_results import parse_one
 from ingest.bundle import archive_kind, expand
 from ingest.events import ParseError
 from tests.corpus import corpus

@@ -194,7 +194,7 @@ def test_xml_and_text_give_the_same_rows(parse, tmp_path):
     assert {"RowRemapUncorrectable", "RowRemapFailure"} <= _errors(df)
     assert "SwThermalSlowdown" in json.loads(df[df.name == "ThrottleReason"]["attrs"].iloc[0])["slowdown"]
     report = run([p])
-    assert {"gpu.ecc", "gpu.throttling"} <= {f["root_cause"] for f in report["findings"]}
+    assert {"gpu.ecc", "gpu.throttling"} <= {f.root_cause for f in report.findings}
 
 
 @pytest.mark.parametrize("doc,why", [

@@ -52,4 +52,4 @@ def run(body: str, frame, **kw):
 def count(body: str, frame) -> int:
     """Rows matched by a selection-only rule (0 when it does not fire)."""
     findings = run(body, frame)
-    return findings[0]["metrics"]["count"] if findings else 0
+    return findings[0].metrics["count"] if findings else 0

@@ -2,6 +2,7 @@
 import numpy as np
 import pytest
 
+from rules.results import Evidence
 from tests.rules_engine.helpers import MS, S, events, run
 
 DURS_MS = [10, 20, 30, 40, 100]
@@ -50,7 +51,7 @@ def test_each_aggregate_is_computed(frame, expr, expected):
     explain: "{{metrics.{key}}}"
     """
     f = one(body, frame)
-    assert f["metrics"][key] == pytest.approx(expected)
+    assert f.metrics[key] == pytest.approx(expected)
 
 
 @pytest.mark.parametrize("having, fires", [
@@ -70,14 +71,14 @@ def test_having(frame, having, fires):
 
 def test_group_by_gives_one_finding_per_group(frame):
     body = "match:\n  sel: {kind: kernel}\ncondition: sel\naggregate:\n  by: [host, attrs.pg]\n"
-    groups = sorted((f["group"]["host"], f["group"]["attrs.pg"], f["metrics"]["count"]) for f in run(body, frame))
+    groups = sorted((f.group["host"], f.group["attrs.pg"], f.metrics["count"]) for f in run(body, frame))
     assert groups == [("h1", "0", 3), ("h1", "1", 2), ("h2", None, 1)]
 
 
 def test_tumbling_windows_split_by_time(frame):
     # trace starts at 1s: windows [1s,3s) [3s,5s) [5s,7s) ... rows at 1,2 | 3,4 | 5 | 50
     body = "match:\n  sel: {kind: kernel}\ncondition: sel\naggregate:\n  window: 2s\n"
-    counts = [f["metrics"]["count"] for f in run(body, frame)]
+    counts = [f.metrics["count"] for f in run(body, frame)]
     assert counts == [2, 2, 1, 1]
 
 
@@ -88,15 +89,15 @@ def test_sliding_window_finds_bursts_that_straddle_tumbling_edges():
     assert run(base, frame) == []
     sliding = run(base + "  sliding: true\n", frame)
     assert len(sliding) == 1
-    assert sliding[0]["metrics"]["count"] == 3
-    assert sliding[0]["start_ts"] == int(1.8 * S) and sliding[0]["end_ts"] == int(2.4 * S)
+    assert sliding[0].metrics["count"] == 3
+    assert sliding[0].start_ts == int(1.8 * S) and sliding[0].end_ts == int(2.4 * S)
 
 
 def test_overlapping_sliding_windows_merge_into_one_finding():
     frame = events([{"ts": i * 100 * MS, "kind": "error", "name": "E"} for i in range(30)])  # 3 s of errors
     body = "match:\n  sel: {kind: error}\ncondition: sel\naggregate:\n  window: 500ms\n  sliding: true\n  having: count >= 3\n"
     findings = run(body, frame)
-    assert len(findings) == 1 and findings[0]["metrics"]["count"] == 30
+    assert len(findings) == 1 and findings[0].metrics["count"] == 30
 
 
 def test_a_million_buckets_window_is_refused_at_evaluation():
@@ -116,10 +117,10 @@ def test_evidence_keeps_first_and_last_and_is_bounded():
     frame = events([{"ts": i * MS, "kind": "log", "name": "line", "loc": f"line {i + 1}",
                      "artifact": "app.log", "attrs": {"message": f"msg {i}"}} for i in range(100)])
     f = run("match:\n  sel: {kind: log}\ncondition: sel\n", frame)[0]
-    assert len(f["evidence"]) == 20
-    assert f["evidence"][0] == {"artifact": "app.log", "loc": "line 1", "ts": 0, "text": "msg 0"}
-    assert f["evidence"][-1]["loc"] == "line 100" and f["evidence"][-1]["text"] == "msg 99"
-    assert f["metrics"]["count"] == 100 and f["start_ts"] == 0 and f["end_ts"] == 99 * MS
+    assert len(f.evidence) == 20
+    assert f.evidence[0] == Evidence(artifact="app.log", loc="line 1", ts=0, text="msg 0")
+    assert f.evidence[-1].loc == "line 100" and f.evidence[-1].text == "msg 99"
+    assert f.metrics["count"] == 100 and f.start_ts == 0 and f.end_ts == 99 * MS
 
 
 def test_fingerprint_from_group_keys_and_first_row_attrs(frame):
@@ -131,4 +132,4 @@ def test_fingerprint_from_group_keys_and_first_row_attrs(frame):
     fingerprint: [host, name, attrs.pg]
     """
     f = run(body, frame)[0]
-    assert f["fingerprint"] == {"host": "h1", "name": "k0", "attrs.pg": "0"}
+    assert f.fingerprint == {"host": "h1", "name": "k0", "attrs.pg": "0"}

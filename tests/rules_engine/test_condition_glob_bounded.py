@@ -3,7 +3,7 @@ import time
 
 import pytest
 
-from rules.expressions import ExprError, parse_condition
+from rules.expressions import And, ExprError, Not, Quantified, SelectionRef, parse_condition
 
 
 def test_glob_with_many_stars_is_fast():
@@ -16,4 +16,4 @@ def test_glob_with_many_stars_is_fast():
 
 def test_glob_still_matches_prefix_and_infix():
     node = parse_condition("errors and not 1 of f*_x*", ["errors", "filter_x1", "f_x", "other"])
-    assert node == ("and", [("sel", "errors"), ("not", ("of", 1, ["filter_x1", "f_x"]))])
+    assert node == And((SelectionRef("errors"), Not(Quantified(1, ("filter_x1", "f_x")))))

@@ -35,15 +35,15 @@ def test_condition(frame, condition, expected):
 
 
 def test_attrs_are_parsed_only_for_rows_that_survive_cheap_tests(monkeypatch):
-    from rules import evaluator
+    from rules import attrs
     frame = events([{"ts": i, "kind": "kernel" if i % 100 else "error", "name": "x", "attrs": {"n": i}}
                     for i in range(1000)])
     parsed = []
-    real = evaluator.AttrReader.parsed
+    real = attrs.AttrReader.parsed
 
     def spy(self, row):
         parsed.append(row)
         return real(self, row)
-    monkeypatch.setattr(evaluator.AttrReader, "parsed", spy)
+    monkeypatch.setattr(attrs.AttrReader, "parsed", spy)
     assert count("match:\n  sel:\n    kind: error\n    attrs.n|gte: 500\ncondition: sel\n", frame) == 5
     assert len(set(parsed)) == 10          # only the 10 error rows were parsed

@@ -2,7 +2,7 @@
 import pandas as pd
 import pytest
 
-from rules import evaluator, features
+from rules import budget, features
 from rules.compiler import compile_rule
 from rules.evaluator import evaluate_rules
 from rules.features import TraceContext, as_event_frame, feature, list_features
@@ -42,7 +42,7 @@ def test_a_rule_that_raises_does_not_stop_the_others(frame):
                      "match:\n  a: {kind: error}\ncondition: a\n",
                      "match:\n  a: {from: test_exploding, value|gt: 2}\ncondition: a\n")
     findings, errors = evaluate_rules(rules, TraceContext(frame))
-    assert [f["rule_id"] for f in findings] == ["test.r1"]
+    assert [f.rule_id for f in findings] == ["test.r1"]
     assert [e["rule_id"] for e in errors] == ["test.r0", "test.r2"]
     assert "feature 'test_exploding' failed: RuntimeError: boom" in errors[0]["error"]
 
@@ -50,7 +50,7 @@ def test_a_rule_that_raises_does_not_stop_the_others(frame):
 def test_a_rule_over_its_time_budget_is_aborted_and_reported(frame, monkeypatch):
     rules = compiled("match:\n  a: {kind: error}\ncondition: a\n", "match:\n  a: {kind: annotation}\ncondition: a\n")
     clock = iter([0.0, 100.0] + [100.0] * 50 + [200.0, 200.0] + [200.0] * 50)
-    monkeypatch.setattr(evaluator.time, "perf_counter", lambda: next(clock))
+    monkeypatch.setattr(budget.time, "perf_counter", lambda: next(clock))
     findings, errors = evaluate_rules(rules[:1], TraceContext(frame), time_budget_s=5)
     assert findings == []
     assert errors[0]["rule_id"] == "test.r0"
@@ -64,7 +64,7 @@ def test_features_are_selected_from_and_computed_once_per_trace(frame):
                      "match:\n  a: {from: test_slow_steps}\ncondition: a\naggregate:\n  by: [host]\n  having: max(ms) > 5\n")
     findings, errors = evaluate_rules(rules, ctx)
     assert errors == []
-    assert findings[0]["explanation"] == "20 ms on h" and findings[1]["metrics"]["count"] == 2
+    assert findings[0].explanation == "20 ms on h" and findings[1].metrics["count"] == 2
     assert len(CALLS) == 1
 
 
@@ -110,8 +110,8 @@ def test_findings_carry_the_rule_metadata(frame):
     condition: a
     """
     f = run(body, frame, severity="error")[0]
-    assert {k: f[k] for k in ("rule_id", "rule_version", "title", "severity", "root_cause", "slo", "tags", "causes",
-                               "suppresses", "references")} == {
+    assert {k: f.to_dict()[k] for k in ("rule_id", "rule_version", "title", "severity", "root_cause", "slo", "tags",
+                                         "causes", "suppresses", "references")} == {
         "rule_id": "test.rule", "rule_version": 1, "title": "Test rule rule", "severity": "error",
         "root_cause": "host.sync_stall", "slo": "step_time", "tags": ["latency"], "causes": ["latency.jitter"],
         "suppresses": ["gpu.idle_gaps"], "references": ["https://example.org/x"]}

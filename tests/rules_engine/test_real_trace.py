@@ -34,7 +34,7 @@ def test_regex_on_real_kernel_names(trace):
     expected = sum(1 for e in raw if e["cat"] == "kernel" and re.search(r"(?i)nvjet|FLASH", e["name"]))
     assert expected > 0
     f = run("match:\n  k: {kind: kernel, name|re|i: 'NVJET|flash'}\ncondition: k\n", frame)[0]
-    assert f["metrics"]["count"] == expected
+    assert f.metrics["count"] == expected
 
 
 def test_group_by_name_with_duration_aggregates(trace):
@@ -49,10 +49,10 @@ def test_group_by_name_with_duration_aggregates(trace):
       having: count > 100
     explain: "{count} x {name}, p50 {metrics.p50_dur|dur}"
     """
-    by_name = {f["group"]["name"]: f for f in run(body, frame)}
+    by_name = {f.group["name"]: f for f in run(body, frame)}
     counts = Counter(e["name"] for e in raw if e["cat"] == "cuda_runtime" and e["name"].startswith("cudaLaunch"))
-    assert {n: f["metrics"]["count"] for n, f in by_name.items()} == {n: c for n, c in counts.items() if c > 100}
-    assert by_name["cudaLaunchKernel"]["metrics"]["count"] == len(launches)
+    assert {n: f.metrics["count"] for n, f in by_name.items()} == {n: c for n, c in counts.items() if c > 100}
+    assert by_name["cudaLaunchKernel"].metrics["count"] == len(launches)
 
 
 def test_attrs_numeric_path_on_real_allocator_events(trace):
@@ -60,7 +60,7 @@ def test_attrs_numeric_path_on_real_allocator_events(trace):
     big = [e for e in raw if e["cat"] == "cpu_instant_event" and e.get("args", {}).get("Bytes", 0) >= 1024**2]
     body = "match:\n  m: {kind: sample, name: '[memory]', attrs.Bytes|gte: 1MiB}\ncondition: m\n"
     findings = run(body, frame)
-    assert (findings[0]["metrics"]["count"] if findings else 0) == len(big)
+    assert (findings[0].metrics["count"] if findings else 0) == len(big)
     assert big
     first = min(big, key=lambda e: float(e["ts"]))
-    assert findings[0]["start_ts"] == int(float(first["ts"]) * 1000)
+    assert findings[0].start_ts == int(float(first["ts"]) * 1000)

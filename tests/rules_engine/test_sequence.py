@@ -24,9 +24,9 @@ def test_a_then_b_within_on_the_same_keys():
     findings = run(SEQ, frame)
     assert len(findings) == 1
     f = findings[0]
-    assert f["group"] == {"host": "h", "pid": 1}
-    assert (f["start_ts"], f["end_ts"]) == (1 * S, int(1.5 * S))
-    assert f["explanation"] == "AllocFailed on h then CaptureAborted after 500 ms"
+    assert f.group == {"host": "h", "pid": 1}
+    assert (f.start_ts, f.end_ts) == (1 * S, int(1.5 * S))
+    assert f.explanation == "AllocFailed on h then CaptureAborted after 500 ms"
 
 
 def test_order_matters():
@@ -37,7 +37,7 @@ def test_order_matters():
 def test_several_starts_reaching_one_end_give_one_match():
     frame = events([ev(1, "AllocFailed"), ev(1.2, "AllocFailed"), ev(1.5, "CaptureAborted")])
     findings = run(SEQ, frame)
-    assert len(findings) == 1 and findings[0]["start_ts"] == int(1.2 * S)
+    assert len(findings) == 1 and findings[0].start_ts == int(1.2 * S)
 
 
 def test_three_steps():
@@ -50,7 +50,7 @@ def test_three_steps():
     """
     frame = events([{"ts": t * 100 * MS, "name": n} for t, n in [(1, "A"), (2, "C"), (3, "B"), (4, "C"), (30, "A"), (31, "B")]])
     findings = run(body, frame)
-    assert len(findings) == 1 and [e["text"] for e in findings[0]["evidence"]] == ["A", "B", "C"]
+    assert len(findings) == 1 and [e.text for e in findings[0].evidence] == ["A", "B", "C"]
 
 
 def test_absent_step_a_not_followed_by_b():
@@ -66,4 +66,4 @@ def test_absent_step_a_not_followed_by_b():
                     {"ts": 3 * S, "name": "ncclAllReduce_start", "pid": 2}, {"ts": 9 * S, "name": "ncclAllReduce_end", "pid": 2}])
     findings = run(body, frame)
     assert len(findings) == 1
-    assert findings[0]["explanation"] == "2 collective(s) on pid 2 never finished"
+    assert findings[0].explanation == "2 collective(s) on pid 2 never finished"

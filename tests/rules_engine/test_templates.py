@@ -32,12 +32,12 @@ BASE = "match:\n  sel: {kind: oom}\ncondition: sel\naggregate:\n  by: [host, pid
 ])
 def test_rendering(frame, template, expected):
     f = run(BASE, frame, explain=template)[0]
-    assert f["explanation"] == expected
+    assert f.explanation == expected
 
 
 def test_recommendations_use_the_same_placeholders(frame):
     body = BASE + "recommend:\n  - 'Lower the batch on {host}'\n  - Plain text\n"
-    assert run(body, frame)[0]["recommendations"] == ["Lower the batch on gpu-7", "Plain text"]
+    assert run(body, frame)[0].recommendations == ("Lower the batch on gpu-7", "Plain text")
 
 
 @pytest.mark.parametrize("template, message", [
@@ -67,4 +67,4 @@ def test_hostile_or_broken_templates_are_refused_at_load(template, message):
 def test_rendered_values_are_bounded():
     frame = events([{"ts": 0, "kind": "log", "name": "x" * 10_000}])
     f = run("match:\n  sel: {kind: log}\ncondition: sel\n", frame, explain="{first.name}")[0]
-    assert len(f["explanation"]) == 300
+    assert len(f.explanation) == 300

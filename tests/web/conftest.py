@@ -8,10 +8,9 @@ from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import User
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from accounts.models import Team
+from accounts.models import ApiToken, Team
 from tests.web.stack import ROOT
 
 CHROMIUM = Path("/usr/bin/chromium")  # Debian's; never a downloaded browser
@@ -60,7 +59,7 @@ def charlie(other):
 
 def token_client(user: User) -> APIClient:
     client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
+    client.credentials(HTTP_AUTHORIZATION=f"Token {ApiToken.issue(user)[1]}")
     return client
 
 

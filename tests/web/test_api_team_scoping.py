@@ -1,7 +1,7 @@
 """A user never sees another team's objects: lists leave them out, details answer 404."""
 import pytest
 
-from diagnosis.models import Cluster
+from diagnosis.models import ClusterRecord
 from ingest.models import Trace
 
 
@@ -12,7 +12,7 @@ def alices_trace(infra, alice):
 
 @pytest.fixture
 def alices_cluster(infra):
-    return Cluster.objects.create(team=infra, fingerprint="abc", title="NCCL timeout", severity="error")
+    return ClusterRecord.objects.create(team=infra, fingerprint="abc", title="NCCL timeout", severity="error")
 
 
 def test_another_teams_trace_is_404(charlie_api, alices_trace):

@@ -71,7 +71,8 @@ def test_an_unusable_file_fails_naming_it_and_the_worker_carries_on(stack, scena
     assert failed["state"] == "failed", stack.logs()
     assert name in failed["error"]
     assert failed["artifacts"][0]["error"].startswith(name)
-    assert stack.api("get", f"/api/v1/traces/{failed['id']}/report/").status_code == 409
+    problem = stack.api("get", f"/api/v1/traces/{failed['id']}/report/")
+    assert problem.status_code == 422 and name in problem.json()["detail"]
     nxt = stack.upload(scenario_files[-1:], wait=120)
     assert nxt["state"] == "done", (nxt["error"], stack.logs())
 

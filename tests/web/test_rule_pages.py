@@ -13,7 +13,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from diagnosis.tasks import diagnose_trace
 from ingest.tasks import parse_trace
 from ingest.uploads import create_trace
-from rules.models import Rule
+from rules.models import TeamRule
 from tests.corpus import corpus
 from tests.web.test_rules_api import RULE
 
@@ -37,12 +37,12 @@ def logged_in(client, alice):
 
 @pytest.fixture
 def theirs(other, charlie):
-    return Rule.objects.create(team=other, yaml=RULE.replace("team.graph-launches", "their.secret-rule"))
+    return TeamRule.objects.create(team=other, yaml=RULE.replace("team.graph-launches", "their.secret-rule"))
 
 
 @pytest.fixture
 def ours(infra, alice):
-    return Rule.objects.create(team=infra, yaml=RULE, created_by=alice, updated_by=alice)
+    return TeamRule.objects.create(team=infra, yaml=RULE, created_by=alice, updated_by=alice)
 
 
 @pytest.mark.django_db
@@ -84,7 +84,7 @@ def test_the_new_rule_page_starts_from_a_valid_commented_template(logged_in):
 def test_a_valid_rule_is_created_from_the_form(logged_in, alice):
     response = logged_in.post("/rules/new/", {"yaml": RULE.replace("\n", "\r\n")})  # as a browser sends it
     assert response.status_code == 302 and response["Location"] == "/rules/"
-    rule = Rule.objects.get()
+    rule = TeamRule.objects.get()
     assert (rule.rule_id, rule.version, rule.team.slug, rule.created_by) == ("team.graph-launches", 1, "infra", alice)
     assert rule.yaml == RULE
     assert "team.graph-launches" in logged_in.get("/rules/").content.decode()
@@ -93,7 +93,7 @@ def test_a_valid_rule_is_created_from_the_form(logged_in, alice):
 def test_an_invalid_rule_is_refused_with_line_and_column(logged_in):
     response = logged_in.post("/rules/new/", {"yaml": BAD})
     body = response.content.decode()
-    assert response.status_code == 200 and Rule.objects.count() == 0
+    assert response.status_code == 200 and TeamRule.objects.count() == 0
     assert f"{where(BAD, 'lunches')}: " in body and "lunches" in body
 
 
@@ -101,7 +101,7 @@ def test_editing_needs_a_version_bump_and_keeps_the_history(logged_in, ours):
     changed = RULE.replace("severity: info", "severity: warning")
     body = logged_in.post(f"/rules/{ours.pk}/edit/", {"yaml": changed}).content.decode()
     assert "bump `version:` above 1" in html.unescape(body)
-    assert Rule.objects.get().version == 1
+    assert TeamRule.objects.get().version == 1
     # the same text back from a browser (CRLF) is no change: no bump asked, no new version
     assert logged_in.post(f"/rules/{ours.pk}/edit/", {"yaml": RULE.replace("\n", "\r\n")}).status_code == 302
     assert not ours.versions.exists()

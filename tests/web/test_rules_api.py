@@ -7,7 +7,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 
 from ingest.tasks import parse_trace
 from ingest.uploads import create_trace
-from rules.models import Rule
+from rules.models import TeamRule
 from tests.corpus import corpus
 
 RULE = """id: team.graph-launches
@@ -33,7 +33,7 @@ def create(client, text=RULE):
 def test_a_valid_rule_is_saved_with_fields_read_from_its_yaml(alice_api, alice):
     response = create(alice_api)
     assert response.status_code == 201, response.content
-    rule = Rule.objects.get()
+    rule = TeamRule.objects.get()
     assert (rule.rule_id, rule.version, rule.severity, rule.owner, rule.team.slug, rule.created_by) == (
         "team.graph-launches", 1, "info", "infra", "infra", alice)
 
@@ -43,7 +43,7 @@ def test_an_invalid_rule_is_refused_with_line_and_column(alice_api):
     response = create(alice_api, bad)
     assert response.status_code == 400
     assert "line 12, col 12" in str(response.json()["yaml"])
-    assert Rule.objects.count() == 0
+    assert TeamRule.objects.count() == 0
 
 
 def test_validate_answers_structured_errors(alice_api):
@@ -66,7 +66,7 @@ def test_changing_the_text_needs_a_new_version_and_keeps_the_old_one(alice_api):
     response = alice_api.patch(f"/api/v1/rules/{rule_id}/", {"yaml": bumped}, format="json")
     assert response.status_code == 200, response.content
     assert (response.json()["version"], response.json()["severity"], response.json()["versions"]) == (2, "warning", [1])
-    assert Rule.objects.get().versions.get().yaml == RULE
+    assert TeamRule.objects.get().versions.get().yaml == RULE
 
 
 def test_the_same_rule_id_twice_in_a_team_is_refused(alice_api):

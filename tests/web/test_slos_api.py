@@ -41,8 +41,8 @@ def test_effective_set_overrides_and_disables_builtins(alice_api, infra):
 def test_a_team_objective_changes_the_verdict(infra, corpus_dir):
     """healthy_decode's steady steps take ~45 ms: fine by default, a violation at 40 ms."""
     results, offsets = scenarios.parsed(str(corpus("h200", "healthy_decode")))
-    assert diagnose(list(results), clock_offsets=offsets)["violations"] == []
+    assert diagnose(list(results), clock_offsets=offsets).violations == ()
     SLODefinition.objects.create(team=infra, slo_id="token_latency_p99", sli="token_latency", objective="p99 <= 40ms")
     report = diagnose(list(results), clock_offsets=offsets, slos=SLODefinition.objects.effective_for(infra))
-    v = [v for v in report["violations"] if v["slo"] == "token_latency_p99"]
-    assert v and v[0]["observed"] > 40 and v[0]["burn_rate"] > 1
+    v = [v for v in report.violations if v.slo == "token_latency_p99"]
+    assert v and v[0].observed > 40 and v[0].burn_rate > 1

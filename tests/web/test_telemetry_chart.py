@@ -9,6 +9,7 @@ import pytest
 from diagnosis import scenarios
 from diagnosis.telemetry_chart import GAP, PAD_B, PAD_L, PAD_R, PAD_T, PANEL_H, TITLE_H, chart, thin
 from ingest.models import Trace
+from rules.results import Finding
 from tests.corpus import corpus
 from tests.web.conftest import SHOTS
 
@@ -60,15 +61,19 @@ def test_several_devices_get_a_line_and_a_colour_each_in_device_order():
     assert len({line.points for line in c.panels[0].lines}) == 3
 
 
+def band(fid, title, severity, start, end):
+    return Finding(id=fid, rule_id="r", title=title, severity=severity, start_ts=start or 0, end_ts=end or 0)
+
+
 def test_findings_become_bands_clipped_to_the_axis():
     telemetry = {"0": {"mem_used_gib": [[T0, 1], [T0 + 10 * S, 2]]}}
     findings = [
-        {"id": "F1", "title": "inside", "severity": "warning", "start_ts": T0 + 2 * S, "end_ts": T0 + 4 * S},
-        {"id": "F2", "title": "starts before", "severity": "critical", "start_ts": T0 - 5 * S, "end_ts": T0 + S},
-        {"id": "F3", "title": "ends after", "severity": "error", "start_ts": T0 + 9 * S, "end_ts": T0 + 20 * S},
-        {"id": "F4", "title": "outside", "severity": "error", "start_ts": T0 + 11 * S, "end_ts": T0 + 12 * S},
-        {"id": "F5", "title": "untimed", "severity": "info", "start_ts": None, "end_ts": None},
-        {"id": "F6", "title": "instant at the end", "severity": "info", "start_ts": T0 + 10 * S, "end_ts": None},
+        band("F1", "inside", "warning", T0 + 2 * S, T0 + 4 * S),
+        band("F2", "starts before", "critical", T0 - 5 * S, T0 + S),
+        band("F3", "ends after", "error", T0 + 9 * S, T0 + 20 * S),
+        band("F4", "outside", "error", T0 + 11 * S, T0 + 12 * S),
+        band("F5", "untimed", "info", None, None),
+        band("F6", "instant at the end", "info", T0 + 10 * S, None),
     ]
     c = chart(telemetry, findings, start_ts=T0, end_ts=T0 + 10 * S, width=W)
     per_s = (RIGHT - LEFT) / 10

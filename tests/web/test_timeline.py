@@ -1,13 +1,15 @@
 """Geometry of the timeline SVG: lanes per artifact, finding marks, evidence dots, ticks."""
 from diagnosis.timeline import LABEL_W, PAD_R, format_offset, layout, tick_offsets
+from rules.results import Evidence, Finding
 
 S = 10**9
 
 
 def test_lanes_and_marks_are_placed_on_one_time_axis():
     tl = layout([("a.json", 100 * S, 110 * S), ("b.log", 105 * S, 120 * S)],
-                [{"id": "F1", "title": "t", "severity": "error", "start_ts": 110 * S, "end_ts": 110 * S,
-                  "evidence": [{"artifact": "b.log", "ts": 115 * S, "text": "boom"}]}], width=1000)
+                [Finding(id="F1", rule_id="r", title="t", severity="error", start_ts=110 * S, end_ts=110 * S,
+                         evidence=(Evidence(artifact="b.log", loc="line 1", ts=115 * S, text="boom"),))],
+                width=1000)
     right = 1000 - PAD_R
     per_s = (right - LABEL_W) / 20
     a, b = tl.lanes

@@ -3,7 +3,7 @@ polling partial, cluster triage through htmx."""
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from diagnosis.models import Cluster
+from diagnosis.models import ClusterRecord
 from ingest.models import Trace
 from ingest.tasks import parse_trace
 from tests.corpus import corpus
@@ -87,7 +87,7 @@ def test_a_failed_trace_page_says_why(logged_in, infra):
 
 
 def test_cluster_status_and_assignee_change_through_htmx(logged_in, infra, bob):
-    cluster = Cluster.objects.create(team=infra, fingerprint="f", title="OOM", severity="critical")
+    cluster = ClusterRecord.objects.create(team=infra, fingerprint="f", title="OOM", severity="critical")
     response = logged_in.post(f"/clusters/{cluster.pk}/triage/",
                               {f"c{cluster.pk}-status": "ignored", f"c{cluster.pk}-assignee": bob.pk},
                               HTTP_HX_REQUEST="true")

@@ -9,10 +9,11 @@ class Command(BaseCommand):
 
     def handle(self, **options):
         from rules.loader import RuleError, load_rule_dirs
+        from rules.severity import MOST_SEVERE_FIRST
         try:
             rules = load_rule_dirs(None)
         except RuleError as e:
             raise CommandError(f"the builtin rule pack does not load: {e}") from None
         by_severity = Counter(r.severity for r in rules)
-        detail = ", ".join(f"{by_severity[s]} {s}" for s in ("critical", "error", "warning", "info") if by_severity[s])
+        detail = ", ".join(f"{by_severity[s]} {s}" for s in MOST_SEVERE_FIRST if by_severity[s])
         self.stdout.write(f"builtin rules: {len(rules)} loaded ({detail})")

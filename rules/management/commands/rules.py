@@ -1,11 +1,11 @@
-"""`manage.py rules validate FILE... | test [DIR] | coverage`: the `tracedoc rules` commands
-inside the Django project (same code, same exit codes)."""
+"""`manage.py rules validate FILE... | test [DIR] | features | coverage`: the `tracedoc rules`
+commands inside the Django project (same code, same exit codes)."""
 import argparse
 import sys
 
 from django.core.management.base import BaseCommand
 
-from cli.main import build_parser
+from rules.cli_parser import rules_parser
 
 
 class Command(BaseCommand):
@@ -13,10 +13,10 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("args", nargs=argparse.REMAINDER,
-                            help="validate FILE... | test [DIR] [--corpus PATH] | coverage [--output FILE]")
+                            help="validate FILE... | test [DIR] [--corpus PATH] | features | coverage [--output FILE]")
 
     def handle(self, *args, **options):
-        parsed = build_parser().parse_args(["rules", *args])
+        parsed = rules_parser().parse_args(["rules", *args])
         code = parsed.func(parsed)
         if code:
             sys.exit(code)

@@ -1,0 +1,26 @@
+"""Prometheus Alertmanager v2: `POST <url>/api/v2/alerts` with a list of alerts whose labels
+identify the cluster (so Alertmanager groups and silences them) and whose annotations say
+what happened."""
+from __future__ import annotations
+
+from alerts.destinations.http import body_of, post
+from alerts.message import AlertMessage
+
+PATH = "/api/v2/alerts"
+
+
+def payload(message: AlertMessage) -> list[dict]:
+    labels = {"alertname": "TracedocCluster", "team": message.team, "severity": message.severity,
+              "root_cause": message.root_cause, "fingerprint": message.fingerprint, "trigger": message.trigger}
+    if message.hosts:
+        labels["host"] = ",".join(message.hosts)
+    return [{"labels": labels,
+             "annotations": {"summary": message.summary, "title": message.title,
+                             "trace_count": str(message.trace_count), "cluster_url": message.cluster_url,
+                             "trace_url": message.trace_url},
+             "startsAt": message.last_seen, "generatorURL": message.cluster_url}]
+
+
+def send(destination, message: AlertMessage) -> int:
+    url = destination.url.rstrip("/")
+    return post(url if url.endswith(PATH) else url + PATH, body_of(payload(message)))

@@ -1,0 +1,131 @@
+"""Timeline API of a diagnosed trace: one view with server-side level of detail, the place
+of an evidence row, a range exported for Perfetto, and a log file's lines around one line."""
+from __future__ import annotations
+
+import orjson
+from django.http import HttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
+from rest_framework.generics import get_object_or_404
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from diagnosis.timeline_export import chrome_trace
+from diagnosis.timeline_store import index_for
+from diagnosis.timeline_view import DEFAULT_MAX_ITEMS, MAX_ITEMS_LIMIT, locate, view
+from ingest.io import open_bytes
+from ingest.models import Artifact, Trace
+
+MAX_CONTEXT_LINES = 200
+MAX_LINE_BYTES = 4096  # a longer line is cut (a file with no newlines is not read whole)
+
+
+class RangeQuery(serializers.Serializer):
+    start_ns = serializers.IntegerField(required=False, help_text="absolute ns on the report's clock")
+    end_ns = serializers.IntegerField(required=False)
+    max_items = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ITEMS_LIMIT,
+                                         default=DEFAULT_MAX_ITEMS)
+    artifact = serializers.CharField(required=False, help_text="with loc: find this evidence row")
+    loc = serializers.CharField(required=False)
+
+    def validate(self, data):
+        if "start_ns" in data and "end_ns" in data and data["end_ns"] <= data["start_ns"]:
+            raise serializers.ValidationError("end_ns must be after start_ns")
+        return data
+
+
+def _diagnosed_trace(request, pk: int) -> Trace:
+    """Another team's trace is a 404, as on every trace endpoint."""
+    return get_object_or_404(Trace.objects.visible_to(request.user), pk=pk)
+
+
+def _not_ready(trace: Trace) -> Response | None:
+    if trace.state != Trace.State.DONE:
+        return Response({"detail": f"the trace is {trace.state}: its timeline exists once it is diagnosed"},
+                        status=409)
+    return None
+
+
+def _json(body: dict) -> HttpResponse:
+    # orjson: a 2,000-item view encodes in ~2 ms, the stdlib encoder takes ~10x that
+    return HttpResponse(orjson.dumps(body), content_type="application/json")
+
+
+class TimelineView(APIView):
+    """`GET /api/v1/traces/{id}/timeline/?start_ns=&end_ns=&max_items=`: lanes per host ->
+    device -> stream and host -> process -> thread, log files, telemetry curves, per-step
+    latency and finding / violation bands, with at most `max_items` items: where a lane has
+    more events than its share, equal slices of the range are merged into one span each
+    (`count` > 1, `busy_ns`). Item times are ns after `origin_ns`. With `artifact` and `loc`
+    the answer's `found` says where that event is (lane, ts, dur, row)."""
+
+    @extend_schema(parameters=[RangeQuery], responses={200: OpenApiTypes.OBJECT, 409: OpenApiTypes.OBJECT})
+    def get(self, request, pk: int):
+        trace = _diagnosed_trace(request, pk)
+        if refused := _not_ready(trace):
+            return refused
+        query = RangeQuery(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        q = query.validated_data
+        index = index_for(trace)
+        body = view(index, q.get("start_ns"), q.get("end_ns"), q["max_items"]).to_dict()
+        if q.get("artifact") and q.get("loc"):
+            found = locate(index, q["artifact"], q["loc"])
+            body["found"] = found.to_dict() if found else None
+        return _json(body)
+
+
+class TimelineExportView(APIView):
+    """`GET /api/v1/traces/{id}/timeline/export/?start_ns=&end_ns=`: the range as Chrome
+    trace JSON (Perfetto opens it), every event, not merged."""
+
+    @extend_schema(parameters=[RangeQuery], responses={200: OpenApiTypes.OBJECT, 409: OpenApiTypes.OBJECT})
+    def get(self, request, pk: int):
+        trace = _diagnosed_trace(request, pk)
+        if refused := _not_ready(trace):
+            return refused
+        query = RangeQuery(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        index = index_for(trace)
+        start = query.validated_data.get("start_ns", index.start_ns)
+        end = query.validated_data.get("end_ns", index.end_ns + 1)
+        response = _json(chrome_trace(index, start, end))
+        response["Content-Disposition"] = f'attachment; filename="trace-{trace.pk}-{start}-{end}.json"'
+        return response
+
+
+class LogLinesQuery(serializers.Serializer):
+    artifact = serializers.CharField()
+    line = serializers.IntegerField(min_value=1)
+    context = serializers.IntegerField(min_value=0, max_value=MAX_CONTEXT_LINES, default=10)
+
+
+class LogLinesView(APIView):
+    """`GET /api/v1/traces/{id}/lines/?artifact=&line=&context=`: the lines of a stored text
+    file around one line (an evidence location such as `rank0.log:line 112`)."""
+
+    @extend_schema(parameters=[LogLinesQuery], responses={200: OpenApiTypes.OBJECT, 404: OpenApiTypes.OBJECT})
+    def get(self, request, pk: int):
+        trace = _diagnosed_trace(request, pk)
+        query = LogLinesQuery(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        q = query.validated_data
+        artifact = trace.artifacts.exclude(format__in=Artifact.CONTAINERS).filter(name=q["artifact"]).first()
+        if artifact is None:
+            return Response({"detail": f"the trace has no file {q['artifact']!r}"}, status=404)
+        first, last = max(1, q["line"] - q["context"]), q["line"] + q["context"]
+        lines = []
+        with open_bytes(artifact.blob_path()) as stream:
+            number = 0
+            while number < last:
+                raw = stream.readline(MAX_LINE_BYTES)
+                if not raw:
+                    break
+                if len(raw) == MAX_LINE_BYTES and not raw.endswith(b"\n"):
+                    while (rest := stream.readline(MAX_LINE_BYTES)) and not rest.endswith(b"\n"):
+                        pass  # the rest of an over-long line: skipped, so line numbers stay right
+                number += 1
+                if number >= first:
+                    lines.append({"line": number, "text": raw.decode("utf-8", "replace").rstrip("\r\n")})
+        return _json({"artifact": artifact.name, "line": q["line"], "lines": lines})

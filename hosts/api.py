@@ -1,0 +1,81 @@
+"""Hosts API: the host list, the agent's heartbeat, and capture requests.
+
+  GET  /api/v1/hosts/                 agent hosts and hosts named by recent traces
+  POST /api/v1/hosts/heartbeat/       an agent says it is alive; the answer holds its capture orders
+  GET  /api/v1/captures/[?host=&state=]
+  POST /api/v1/captures/              ask a host's agent for a profiler window or a flight-recorder dump
+  GET  /api/v1/captures/{id}/         its state, and the trace once it arrived
+"""
+from __future__ import annotations
+
+from django.core.exceptions import ValidationError
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema
+from rest_framework import mixins, serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.response import Response
+
+from hosts import heartbeats
+from hosts.listing import host_list
+from hosts.models import CaptureRequest, Host
+from hosts.serializers import (CaptureOrderSerializer, CaptureRequestCreateSerializer, CaptureRequestSerializer,
+                               HeartbeatSerializer)
+from ingest.uploads import team_for_upload
+
+
+def _team(user, slug: str | None):
+    try:
+        return team_for_upload(user, slug)
+    except ValidationError as e:
+        raise serializers.ValidationError({"team": e.messages}) from None
+
+
+class HostViewSet(viewsets.ViewSet):
+    @extend_schema(responses={200: OpenApiTypes.OBJECT})
+    def list(self, request):
+        """Agent hosts (last heartbeat, stale or not, version, GPUs, last bundle) and the hosts
+        your teams' recent traces name (trace count, the latest trace, its state and worst severity)."""
+        return Response(host_list(request.user))
+
+    @extend_schema(request=HeartbeatSerializer, responses={200: OpenApiTypes.OBJECT})
+    @action(detail=False, methods=["post"])
+    def heartbeat(self, request):
+        """An agent is alive. The answer lists the capture requests it should run now."""
+        body = HeartbeatSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        beat = heartbeats.Heartbeat(
+            host=data["host"], agent_version=data["agent_version"], interval=data["interval"],
+            gpus=tuple(data["gpus"]), last_trace=data["last_trace"], pending_bundles=data["pending_bundles"],
+            failed_captures=tuple((int(k), v) for k, v in data["failed_captures"].items()))
+        host, orders = heartbeats.record(_team(request.user, data.get("team")), beat)
+        return Response({"host": host.name, "team": host.team.slug,
+                         "captures": CaptureOrderSerializer([o.as_order() for o in orders], many=True).data})
+
+
+class CaptureRequestViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin,
+                            viewsets.GenericViewSet):
+    serializer_class = CaptureRequestSerializer
+
+    def get_queryset(self):
+        qs = CaptureRequest.objects.filter(team__in=self.request.user.teams.all()).select_related("host", "team")
+        if host := self.request.query_params.get("host"):
+            qs = qs.filter(host__name=host)
+        if state := self.request.query_params.get("state"):
+            qs = qs.filter(state=state)
+        return qs
+
+    @extend_schema(request=CaptureRequestCreateSerializer, responses={201: CaptureRequestSerializer})
+    def create(self, request, *args, **kwargs):
+        """Ask a host's agent for a capture; it picks the request up with its next heartbeat."""
+        body = CaptureRequestCreateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        host = Host.objects.filter(team=_team(request.user, data.get("team")), name=data["host"]).first()
+        if host is None:
+            raise serializers.ValidationError({"host": f"no agent host {data['host']!r} in your team: it "
+                                                       "appears with its agent's first heartbeat"})
+        capture = host.ask(data["kind"], data["steps"], request.user)
+        return Response(CaptureRequestSerializer(capture, context={"request": request}).data,
+                        status=status.HTTP_201_CREATED)
+

@@ -1,0 +1,108 @@
+"""One event table in time order, without holding its biggest column twice.
+
+Parsers emit events in file order; every later step wants them sorted by time. A plain
+`take` of each column holds the old and the new copy of the biggest column (`attrs`, the raw
+event args: ~60% of a Kineto trace) at once. Here a big string column is rebuilt slice by
+slice into one preallocated buffer, and each parsed chunk is dropped as soon as no later
+slice reads from it: profiler files are written roughly in time order (a window at a time,
+each thread's events in order), so the old chunks go about as fast as the new column grows.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+BIG_COLUMN_BYTES = 16 << 20  # below this a column is copied the plain way
+SLICE_ROWS = 1 << 16
+_INT32_MAX = 2**31 - 1
+
+
+def sorted_by_time(holder: list[pa.Table]) -> pa.Table:
+    """The table (taken out of `holder`, so the caller keeps no reference) sorted by ts
+    (stable), each column in one chunk.
+
+    One chunk per column even when already sorted: later row selections (pandas masks)
+    take rows, and a take across many chunks is ~10x slower on strings."""
+    table = holder.pop().unify_dictionaries()  # one dictionary per column: chunks concatenate as codes
+    ts = table.column("ts").to_numpy()
+    order = None if len(ts) < 2 or bool((ts[1:] >= ts[:-1]).all()) else np.argsort(ts, kind="stable")
+    schema, columns = table.schema, table.columns
+    del table, ts
+    pool = pa.default_memory_pool()
+    pool.release_unused()  # what parsing freed, before the copies below
+    for i in range(len(columns)):
+        columns[i] = _in_order(columns, i, order, pool)
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+def _in_order(columns: list, i: int, order: np.ndarray | None, pool: pa.MemoryPool) -> pa.Array:
+    """Column i in time order. `columns[i]` is cleared first so that its chunks are referenced
+    from here only and go as soon as they are copied."""
+    column, columns[i] = columns[i], None
+    if order is not None and pa.types.is_string(column.type) and column.nbytes > BIG_COLUMN_BYTES \
+            and column.null_count == 0 and _data_bytes(column.chunks) <= _INT32_MAX:
+        chunks = column.chunks
+        del column
+        return take_strings_releasing(chunks, order, pool)
+    whole = column.combine_chunks()
+    big = whole.nbytes > BIG_COLUMN_BYTES
+    del column  # the chunks go before the sorted copy is made: at most 2x one column
+    if big:
+        pool.release_unused()  # ... really: the allocator would keep their pages a while
+    return whole if order is None else whole.take(pa.array(order))
+
+
+def take_strings_releasing(chunks: list[pa.Array], order: np.ndarray,
+                           pool: pa.MemoryPool | None = None) -> pa.StringArray:
+    """`pa.chunked_array(chunks).take(order)` as one StringArray, dropping each chunk of
+    `chunks` (the list is emptied) once no later slice of `order` reads it. The chunks must
+    hold no nulls and at most 2 GiB of text in all (int32 offsets)."""
+    starts = np.cumsum([0] + [len(c) for c in chunks])
+    chunk_of = np.searchsorted(starts, order, side="right") - 1
+    last_use = _last_use(chunk_of, len(chunks))
+    out_offsets = np.empty(len(order) + 1, dtype=np.int32)
+    out_data = np.empty(_data_bytes(chunks), dtype=np.uint8)  # pages are touched as they fill
+    out_offsets[0] = written = 0
+    for k, lo in enumerate(range(0, len(order), SLICE_ROWS)):
+        rows, used = order[lo:lo + SLICE_ROWS], chunk_of[lo:lo + SLICE_ROWS]
+        needed = np.unique(used)
+        base = np.cumsum([0] + [len(chunks[j]) for j in needed[:-1]])
+        local = rows - starts[used] + base[np.searchsorted(needed, used)]
+        part = pa.chunked_array([chunks[j] for j in needed], type=pa.string()) \
+            .take(pa.array(local)).combine_chunks()
+        offsets, data = _buffers(part)
+        size = int(offsets[-1] - offsets[0])
+        out_data[written:written + size] = data[offsets[0]:offsets[-1]]
+        out_offsets[lo + 1:lo + 1 + len(rows)] = offsets[1:] - offsets[0] + written
+        written += size
+        del part, offsets, data
+        done = np.flatnonzero(last_use == k)
+        for j in done:
+            chunks[j] = None
+        if len(done) and pool is not None:
+            pool.release_unused()
+    chunks.clear()
+    return pa.StringArray.from_buffers(len(order), pa.py_buffer(out_offsets), pa.py_buffer(out_data))
+
+
+def _last_use(chunk_of: np.ndarray, n_chunks: int) -> np.ndarray:
+    """For each chunk, the index of the last slice that reads it (-1: none)."""
+    last = np.full(n_chunks, -1, dtype=np.int64)
+    if len(chunk_of):
+        used, first_in_reversed = np.unique(chunk_of[::-1], return_index=True)
+        last[used] = (len(chunk_of) - 1 - first_in_reversed) // SLICE_ROWS
+    return last
+
+
+def _buffers(array: pa.StringArray) -> tuple[np.ndarray, np.ndarray]:
+    _, offsets, data = array.buffers()
+    offsets = np.frombuffer(offsets, dtype=np.int32, count=len(array) + 1, offset=array.offset * 4)
+    return offsets, (np.frombuffer(data, dtype=np.uint8) if data is not None else np.empty(0, np.uint8))
+
+
+def _data_bytes(chunks: list[pa.Array]) -> int:
+    total = 0
+    for c in chunks:
+        offsets, _ = _buffers(c)
+        total += int(offsets[-1] - offsets[0])
+    return total

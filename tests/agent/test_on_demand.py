@@ -1,0 +1,79 @@
+"""On-demand captures through the capture folder: the agent's side (OnDemand) and the
+program's (CaptureHook), with real files and, for the profiler, real torch."""
+import json
+import tarfile
+
+import pytest
+
+from agent.hook import CaptureHook
+from agent.on_demand import OnDemand
+from agent.spool import Spool
+
+
+class Clock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+
+def make(tmp_path, timeout=60.0):
+    spool, clock = Spool(tmp_path / "spool"), Clock()
+    shipped = []
+    on_demand = OnDemand(tmp_path / "capture", spool, {"host": "h", "source": "tracedoc-agent"},
+                         deliver=lambda job: shipped.append(job()), timeout=timeout, clock=clock)
+    return on_demand, clock, shipped
+
+
+def test_a_profiler_window_becomes_one_bundle_labelled_with_its_request(tmp_path):
+    pytest.importorskip("torch")
+    import torch
+    on_demand, _, shipped = make(tmp_path)
+    on_demand.take([{"id": 7, "kind": "profiler", "steps": 3}])
+    hook = CaptureHook(tmp_path / "capture", poll_every=0)
+    x = torch.randn(16, 16)
+    for _ in range(5):
+        x = torch.tanh(x @ x)
+        hook.step()
+    on_demand.poll()
+    [bundle] = shipped
+    assert bundle.meta["labels"] == {"host": "h", "source": "tracedoc-agent", "capture": "on-demand",
+                                     "capture_kind": "profiler", "capture_request": "7"}
+    with tarfile.open(bundle.path, "r:gz") as tar:
+        [member] = tar.getmembers()
+        trace = json.load(tar.extractfile(member))
+    assert member.name.startswith("capture/profiler_trace_") and trace["traceEvents"]
+    assert on_demand.outstanding == {} and on_demand.failed == {}
+    assert not any(list((tmp_path / "capture" / d).iterdir()) for d in ("requests", "taken", "results"))
+
+
+def test_one_process_of_several_takes_a_request(tmp_path):
+    on_demand, _, _ = make(tmp_path)
+    on_demand.take([{"id": 1, "kind": "no-such-kind"}])
+    first, second = (CaptureHook(tmp_path / "capture", poll_every=0) for _ in range(2))
+    first.step()
+    second.step()
+    done = json.loads((tmp_path / "capture" / "results" / "1.done.json").read_text())
+    assert "no-such-kind" in done["error"]  # one hook answered; the other found nothing to take
+    on_demand.poll()
+    assert "no-such-kind" in on_demand.failed["1"]
+    on_demand.reported(["1"])
+    assert on_demand.failed == {}
+
+
+def test_a_request_nobody_takes_fails_with_the_reason(tmp_path):
+    on_demand, clock, shipped = make(tmp_path, timeout=30)
+    on_demand.take([{"id": 4, "kind": "flight_recorder"}])
+    clock.now = 31
+    on_demand.poll()
+    assert shipped == [] and "no process took it" in on_demand.failed["4"]
+    assert not (tmp_path / "capture" / "requests" / "4.json").exists()
+
+
+def test_the_hook_is_inert_without_a_capture_folder(monkeypatch):
+    monkeypatch.delenv("TRACEDOC_CAPTURE_DIR", raising=False)
+    hook = CaptureHook()
+    for _ in range(3):
+        hook.step()
+    assert hook.root is None

@@ -1,0 +1,45 @@
+import pytest
+
+from alerts.models import AlertRule, Destination
+from tests.alerts.receiver import Receiver
+from tests.web.conftest import alice, alice_api, bob, charlie, charlie_api, infra, other, storage  # noqa: F401
+from tracedoc.celery import app
+
+SECRET = "whsec-test-0123456789"
+
+
+@pytest.fixture
+def receiver():
+    with Receiver() as r:
+        yield r
+
+
+@pytest.fixture
+def eager(settings):
+    """Celery tasks run in the calling process, retries included (no broker, no worker)."""
+    settings.TRACEDOC_ALERT_RETRY_BACKOFF_S = 0
+    settings.TRACEDOC_BASE_URL = "https://tracedoc.example"
+    saved = app.conf.task_always_eager
+    app.conf.update(CELERY_TASK_ALWAYS_EAGER=True)  # the Django-namespaced key the settings use
+    yield
+    app.conf.update(CELERY_TASK_ALWAYS_EAGER=saved)
+
+
+@pytest.fixture
+def destinations(infra, receiver):
+    """One destination of each kind, the web ones pointing at the receiver."""
+    kinds = {
+        "webhook": {"url": f"{receiver.url}/hook", "secret": SECRET},
+        "slack": {"url": f"{receiver.url}/slack"},
+        "alertmanager": {"url": receiver.url},
+        "pagerduty": {"url": f"{receiver.url}/pd", "secret": "R0UTINGKEY"},
+        "email": {"emails": "oncall@example.com, sre@example.com"},
+    }
+    return {kind: Destination.objects.create(team=infra, name=f"{kind} dest", kind=kind, **fields)
+            for kind, fields in kinds.items()}
+
+
+def rule(team, trigger: str, destinations, **fields) -> AlertRule:
+    r = AlertRule.objects.create(team=team, name=f"{trigger} rule", trigger=trigger, **fields)
+    r.destinations.set(destinations)
+    return r

@@ -1,0 +1,63 @@
+"""The event table in time order: the same rows as a plain sort, with the parsed chunks of a
+big string column dropped as the sorted copy grows (not all kept to the end)."""
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from ingest import time_order
+from ingest.events import SCHEMA
+
+
+def _table(chunks: int, rows: int, rng: np.random.Generator) -> pa.Table:
+    """Rows roughly in time order across chunks (as profilers write them), shuffled inside."""
+    batches = []
+    for k in range(chunks):
+        ts = k * 1_000_000 + rng.permutation(rows)
+        attrs = [f'{{"i": {k * rows + i}, "pad": "{"x" * int(rng.integers(0, 300))}"}}' for i in range(rows)]
+        cols = {f.name: pa.nulls(rows, f.type) for f in SCHEMA}
+        cols["ts"] = pa.array(ts, pa.int64())
+        cols["attrs"] = pa.array(attrs, pa.string())
+        cols["kind"] = pa.array(["kernel"] * rows).dictionary_encode()
+        batches.append(pa.record_batch([cols[f.name].cast(f.type) for f in SCHEMA], schema=SCHEMA))
+    return pa.Table.from_batches(batches)
+
+
+@pytest.mark.parametrize("slice_rows", [7, 1 << 16])
+def test_same_rows_as_a_plain_stable_sort(monkeypatch, slice_rows):
+    monkeypatch.setattr(time_order, "BIG_COLUMN_BYTES", 0)  # every string column the slice way
+    monkeypatch.setattr(time_order, "SLICE_ROWS", slice_rows)
+    table = _table(chunks=5, rows=400, rng=np.random.default_rng(1))
+    order = np.argsort(table.column("ts").to_numpy(), kind="stable")
+    want = {c: table.column(c).combine_chunks().take(pa.array(order)) for c in ("ts", "attrs", "kind")}
+    got = time_order.sorted_by_time([table])
+    for c, column in want.items():
+        assert got.column(c).num_chunks == 1
+        assert got.column(c).chunk(0).equals(column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column)
+
+
+def test_chunks_go_as_soon_as_no_later_slice_reads_them(monkeypatch):
+    monkeypatch.setattr(time_order, "SLICE_ROWS", 400)
+    table = _table(chunks=6, rows=400, rng=np.random.default_rng(2))
+    chunks = table.column("attrs").chunks
+    order = np.argsort(table.column("ts").to_numpy(), kind="stable")
+    del table
+    held = []  # Arrow memory alive as each slice is copied: the parsed chunks left, mostly
+    real_buffers = time_order._buffers
+
+    def recording(array):
+        held.append(pa.total_allocated_bytes())
+        return real_buffers(array)
+    monkeypatch.setattr(time_order, "_buffers", recording)
+    out = time_order.take_strings_releasing(chunks, order)
+    assert len(out) == len(order) and chunks == []
+    slices = held[-6:]  # the first calls measure the chunks' sizes
+    # rows are in chunk order here, so slice k reads chunk k only: the earlier ones are gone
+    assert all(b < a for a, b in zip(slices, slices[1:])), slices
+    assert slices[-1] < slices[0] / 2
+
+
+def test_columns_with_nulls_or_small_take_the_plain_way():
+    table = _table(chunks=2, rows=50, rng=np.random.default_rng(3))
+    got = time_order.sorted_by_time([table])
+    assert got.column("trace_id").null_count == 100
+    assert (np.diff(got.column("ts").to_numpy()) >= 0).all()

@@ -1,0 +1,131 @@
+"""The trace workflow: `ingest.parse_trace` then `diagnosis.diagnose_trace`, as one Celery
+chain, and the beat job that keeps every trace moving.
+
+The one module that knows both steps, so neither app imports the other's tasks. Each chain
+is a *run* with an id kept on the trace (`Trace.run_id`); a task of a run that no longer owns
+the trace (a message redelivered after the trace was queued again) leaves it alone, so a
+trace is never worked on by two runs.
+
+How a trace whose task was lost gets going again:
+- the worker's pool child dies (SIGKILL, out of memory): the message is not acknowledged
+  (`acks_late` + `reject_on_worker_lost`) and goes back to the queue at once;
+- the whole worker dies: the broker redelivers the message after its visibility timeout;
+- anything else (a database write that failed, a message lost with the broker): the beat
+  job `reconcile_traces` re-queues a trace in parsing/diagnosing whose heartbeat
+  (`updated_at`) is older than a task may run, as a new run; after a bounded number of
+  attempts the trace fails with a reason instead.
+"""
+from __future__ import annotations
+
+import logging
+import uuid
+from datetime import timedelta
+from typing import NamedTuple
+
+from celery import chain, shared_task
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from diagnosis.tasks import MAX_DIAGNOSE_ATTEMPTS, diagnose_trace
+from ingest.models import Trace
+from ingest.tasks import MAX_PARSE_ATTEMPTS, parse_trace
+
+log = logging.getLogger(__name__)
+
+# An upload whose task never reached the broker is sent again after this long.
+UNSENT_AFTER_S = 120
+# Beyond the task's hard time limit: the heartbeat of a live task is never older than that.
+STALE_MARGIN_S = 60
+
+
+class Reconciled(NamedTuple):
+    """What one pass of `reconcile_traces` did (trace ids)."""
+    sent: list[int]       # uploads whose first message never reached the broker
+    requeued: list[int]   # traces whose task was lost, queued again as a new run
+    failed: list[int]     # traces that lost their task too many times
+
+
+def start(trace: Trace) -> None:
+    """Parse then diagnose `trace` in a worker, once the current transaction is committed.
+
+    With the broker down the upload still succeeds: the trace stays `received` with a note,
+    and `reconcile_traces` sends it later."""
+    run_id = _new_run(trace.pk)
+    transaction.on_commit(lambda: _send(trace.pk, run_id, Trace.State.RECEIVED))
+
+
+def _new_run(trace_id: int, current_run: str | None = None) -> str:
+    """A new run id written on the trace; with `current_run`, only while that run still owns
+    it (two reconcilers never both take over one trace). Empty when another run took it."""
+    run_id = uuid.uuid4().hex
+    rows = Trace.objects.filter(pk=trace_id)
+    if current_run is not None:
+        rows = rows.filter(run_id=current_run)
+    return run_id if rows.update(run_id=run_id, updated_at=timezone.now()) else ""
+
+
+def _send(trace_id: int, run_id: str, state: str) -> None:
+    """Queue the steps a trace in `state` still has to go through."""
+    if state in (Trace.State.PARSED, Trace.State.DIAGNOSING):
+        steps = diagnose_trace.si(trace_id, run_id)
+    else:
+        steps = chain(parse_trace.si(trace_id, run_id), diagnose_trace.si(trace_id, run_id))
+    try:
+        steps.apply_async()
+    except Exception as e:  # kombu OperationalError and friends: the broker is unreachable
+        log.warning("trace %s: could not queue its tasks: %s", trace_id, e)
+        Trace.objects.filter(pk=trace_id, run_id=run_id).update(
+            run_id="", error=f"waiting for a worker: the task broker was unreachable ({type(e).__name__}); "
+                             "it is queued again automatically")
+        return
+    Trace.objects.filter(pk=trace_id, run_id=run_id, state=Trace.State.RECEIVED).exclude(error="").update(error="")
+
+
+def stale_after_s() -> int:
+    """How long a trace in parsing/diagnosing may go without a heartbeat before its task
+    counts as lost: no task runs longer than the hard time limit."""
+    return int(settings.CELERY_TASK_TIME_LIMIT) + STALE_MARGIN_S
+
+
+@shared_task(name="tracedoc.reconcile_traces")
+def reconcile_traces(unsent_after_s: float = UNSENT_AFTER_S, stale_s: float | None = None) -> Reconciled:
+    """Beat job: send the uploads that never reached the broker; re-queue (or fail, after
+    too many attempts) the traces whose task was lost."""
+    now = timezone.now()
+    sent = []
+    unsent = Trace.objects.filter(state=Trace.State.RECEIVED, run_id="",
+                                  created_at__lt=now - timedelta(seconds=unsent_after_s))
+    for pk in unsent.values_list("pk", flat=True):
+        run_id = _new_run(pk, current_run="")
+        if run_id:
+            _send(pk, run_id, Trace.State.RECEIVED)
+            sent.append(pk)
+    requeued, failed = [], []
+    cutoff = now - timedelta(seconds=stale_after_s() if stale_s is None else stale_s)
+    stuck = Trace.objects.filter(state__in=(Trace.State.PARSING, Trace.State.PARSED, Trace.State.DIAGNOSING),
+                                 updated_at__lt=cutoff)
+    for trace in stuck:
+        if _gave_up(trace):
+            failed.append(trace.pk)
+            continue
+        run_id = _new_run(trace.pk, current_run=trace.run_id)
+        if run_id:
+            log.warning("trace %s: %s with no heartbeat since %s; queued again", trace.pk, trace.state,
+                        trace.updated_at)
+            _send(trace.pk, run_id, trace.state)
+            requeued.append(trace.pk)
+    return Reconciled(sent, requeued, failed)
+
+
+def _gave_up(trace: Trace) -> bool:
+    """Fail a trace whose task was lost at the same step too many times."""
+    step, limit = ((Trace.State.PARSING, MAX_PARSE_ATTEMPTS) if trace.state == Trace.State.PARSING
+                   else (Trace.State.DIAGNOSING, MAX_DIAGNOSE_ATTEMPTS))
+    if trace.interrupted_attempts(step) < limit:
+        return False
+    # run_id emptied: no message of an earlier run may pick it up again
+    trace.transition(Trace.State.FAILED, run_id="", error=(
+        f"gave up after {limit} attempts: the worker stopped (killed, out of memory, or it lost the "
+        f"database) each time while {step} this trace, and no task is working on it"))
+    return True
