@@ -39,6 +39,9 @@ bench: install
 	$(BIN)/python -m bench.bench_kineto_parse
 	$(BIN)/python -m bench.bench_rules
 	$(BIN)/python -m bench.bench_diagnose
+	$(BIN)/python -m bench.bench_logs
+	$(BIN)/python -m bench.bench_timeline
+	$(BIN)/python -m bench.bench_service
 
 services:
 	scripts/ensure-services.sh

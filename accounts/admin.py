@@ -1,7 +1,7 @@
 from django.contrib import admin
 from django.utils import timezone
 
-from accounts.models import ApiToken, Team
+from accounts.models import ApiToken, AuditEntry, Team
 
 
 @admin.register(Team)
@@ -27,4 +27,23 @@ class ApiTokenAdmin(admin.ModelAdmin):
 
     @admin.action(description="Revoke the selected tokens")
     def revoke(self, request, queryset):
-        queryset.filter(revoked_at__isnull=True).update(revoked_at=timezone.now())
+        for token in queryset.filter(revoked_at__isnull=True):  # one save each: the audit log sees it
+            token.revoked_at = timezone.now()
+            token.save(update_fields=["revoked_at"])
+
+
+@admin.register(AuditEntry)
+class AuditEntryAdmin(admin.ModelAdmin):
+    """Read only: the log is written by accounts.audit, never by hand."""
+    list_display = ("at", "actor_name", "team", "action", "object_type", "object_repr")
+    list_filter = ("action", "object_type", "team")
+    search_fields = ("actor_name", "object_repr", "object_id")
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False

@@ -85,3 +85,32 @@ class ApiToken(models.Model):
     def revoke(self) -> None:
         self.revoked_at = timezone.now()
         self.save(update_fields=["revoked_at"])
+
+
+class AuditEntry(models.Model):
+    """One change to a rule, an SLO, an API token or a cluster's triage state: who made it (no
+    one for the service's own changes, such as a regression found by a diagnosis), when, and
+    what changed (field -> [before, after]). Written by accounts.audit from model signals."""
+
+    class Action(models.TextChoices):
+        CREATED = "created"
+        UPDATED = "updated"
+        DELETED = "deleted"
+
+    at = models.DateTimeField(auto_now_add=True, db_index=True)
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                              related_name="audit_entries")
+    actor_name = models.CharField(max_length=150, blank=True)  # kept when the user is deleted
+    team = models.ForeignKey(Team, null=True, blank=True, on_delete=models.SET_NULL, related_name="audit_entries")
+    action = models.CharField(max_length=8, choices=Action.choices)
+    object_type = models.CharField(max_length=60)  # app_label.ModelName
+    object_id = models.CharField(max_length=40)
+    object_repr = models.CharField(max_length=200)
+    changes = models.JSONField(default=dict)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+        indexes = [models.Index(fields=["object_type", "object_id"])]
+
+    def __str__(self) -> str:
+        return f"{self.at:%Y-%m-%d %H:%M} {self.actor_name or 'tracedoc'} {self.action} {self.object_type} {self.object_repr}"

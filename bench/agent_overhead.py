@@ -2,6 +2,7 @@
 
     python bench/agent_overhead.py [--case name=after,interval=0.1,workload=launch ...]
                                    [--toggle stop|restart] [--window S] [--cycles N] [--json out.json]
+                                   [--workload-cpu N] [--warmup S]
 
 1. NVML call latency, per call type (median and p90 of up to --latency-n calls, at most
    --latency-budget seconds each), on GPU 0 of this host.
@@ -22,6 +23,13 @@
    stopped per window (the first --skip seconds of each window are not counted: the agent's
    clock starts once it logged "capturing into"; when stopping, it has exited before the
    window starts); windows must then be long (8 s), so pairs are few.
+
+   --workload-cpu N pins the workload (this process and the threads it starts) to CPU N; the
+   agent is started with this process's original CPU set, so its own `--cpus auto` places it
+   on the highest-numbered CPU, away from the workload. On a VM most of the window-to-window
+   noise of the launch-bound loop is the workload's thread moving between CPUs. The first
+   --warmup seconds of each case (clocks up, allocator settled) are not measured, and the SM
+   clock is read once per window (one ~1 us NVML call) to tell a clock change from the agent.
 
 Workloads: `launch` is launch-bound, like decoding at batch 1: 24 x Linear(2048, 2048) bf16
 at batch 1, each followed by GELU, torch.cuda.synchronize() every step. `gpu` is GPU-bound:
@@ -136,6 +144,29 @@ def _text(value) -> str:
 # -- workloads ---------------------------------------------------------------------------------
 
 
+def pin_workload(cpu: int | None) -> set[int] | None:
+    """Pin the calling thread (and every thread or child it starts later) to `cpu`; returns
+    the CPU set it had, for the agent, or None when not pinned."""
+    if cpu is None or not hasattr(os, "sched_setaffinity"):
+        return None
+    original = os.sched_getaffinity(0)
+    if cpu not in original:
+        raise SystemExit(f"agent_overhead: --workload-cpu {cpu} is not one of this process's CPUs {sorted(original)}")
+    os.sched_setaffinity(0, {cpu})
+    return original
+
+
+def sm_clock_reader():
+    """A function returning GPU 0's SM clock in MHz (None without NVML)."""
+    try:
+        import pynvml as nv
+        nv.nvmlInit()
+        h = nv.nvmlDeviceGetHandleByIndex(0)
+        return lambda: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM)
+    except Exception:  # no NVML: the clock column stays empty
+        return lambda: None
+
+
 def make_workload(kind: str, log_path: Path):
     import torch
     dev = torch.device("cuda:0")
@@ -199,8 +230,9 @@ def measure(step, seconds: float, stall_s: float) -> tuple[float, int, float]:
 class Agent:
     """`tracedoc-agent run` (or the PCIe probe) as a child process, started and stopped per window."""
 
-    def __init__(self, source: str, interval: float, pcie: bool, work: Path):
+    def __init__(self, source: str, interval: float, pcie: bool, work: Path, cpus: set[int] | None = None):
         self.source, self.interval, self.pcie, self.work = source, interval, pcie, work
+        self.cpus = cpus  # the CPU set to start it with (the bench's own, before the workload was pinned)
         self.proc: subprocess.Popen | None = None
         self.runs = 0
 
@@ -217,8 +249,17 @@ class Agent:
                    "--logs", str(self.work / "*.log"), "--dumps", str(self.work / "dumps")]
             cmd += ["--pcie"] if self.pcie else []
             env = {**os.environ, "PYTHONPATH": str(root)}
-        self.proc = subprocess.Popen(cmd, cwd=self.work, env=env, stdout=subprocess.DEVNULL,
-                                     stderr=open(self.err, "wb"), start_new_session=True)
+        # A child inherits the affinity of the thread that forks it: widen this thread's for the
+        # fork only, so the agent sees every CPU and places itself (`--cpus auto`).
+        pinned = os.sched_getaffinity(0) if self.cpus else None
+        if self.cpus:
+            os.sched_setaffinity(0, self.cpus)
+        try:
+            self.proc = subprocess.Popen(cmd, cwd=self.work, env=env, stdout=subprocess.DEVNULL,
+                                         stderr=open(self.err, "wb"), start_new_session=True)
+        finally:
+            if pinned:
+                os.sched_setaffinity(0, pinned)
 
     def ready(self) -> bool:
         if self.proc.poll() is not None:
@@ -274,11 +315,13 @@ def probe_pcie() -> int:
 # -- ABAB ----------------------------------------------------------------------------------------
 
 
-def run_case(case: dict, toggle: str, window: float, skip: float, stall_s: float, work: Path) -> dict:
+def run_case(case: dict, toggle: str, window: float, skip: float, stall_s: float, work: Path,
+             warmup: float = 3.0, agent_cpus: set[int] | None = None, sm_clock=lambda: None) -> dict:
     step = make_workload(case["workload"], work / "serving.log")
-    run_for(step, 3.0)  # warm-up: clocks up, caches and allocator settled
-    agent = Agent(case["agent"], case["interval"], case["pcie"], work)
+    run_for(step, warmup)  # not measured: clocks up, caches and allocator settled
+    agent = Agent(case["agent"], case["interval"], case["pcie"], work, agent_cpus)
     windows: dict[str, list[tuple[float, int, float]]] = {"off": [], "on": []}
+    clocks: dict[str, list] = {"off": [], "on": []}
 
     def start_agent():
         agent.start()
@@ -302,6 +345,7 @@ def run_case(case: dict, toggle: str, window: float, skip: float, stall_s: float
                 agent.stop()
             run_for(step, skip)
             windows["on" if on else "off"].append(measure(step, window - skip, stall_s))
+            clocks["on" if on else "off"].append(sm_clock())
             if on and not agent.alive():
                 raise SystemExit(f"agent_overhead: the agent died during a window:\n{agent.tail()}")
     finally:
@@ -321,6 +365,10 @@ def run_case(case: dict, toggle: str, window: float, skip: float, stall_s: float
             "median_off": round(statistics.median(off), 2), "median_on": round(statistics.median(on), 2),
             "overhead_of_medians_pct": round(100 * (1 - statistics.median(on) / statistics.median(off)), 3),
             "pair_deltas_pct": [round(100 * d, 3) for d in pairs],
+            "pair_delta_quartiles_pct": [round(100 * q, 3) for q in statistics.quantiles(pairs, n=4)]
+            if len(pairs) > 1 else None,
+            "pair_delta_stdev_pct": round(100 * statistics.stdev(pairs), 3) if len(pairs) > 1 else None,
+            "sm_mhz_off": clocks["off"], "sm_mhz_on": clocks["on"],
             "overhead_pct": round(100 * statistics.median(pairs), 3),
             "overhead_mean_pct": round(100 * statistics.fmean(pairs), 3),
             "overhead_sem_pct": round(100 * statistics.stdev(pairs) / len(pairs) ** 0.5, 3) if len(pairs) > 1 else None,
@@ -392,6 +440,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cycles", type=int, help="on-windows per case (default 30 with stop, 6 with restart)")
     p.add_argument("--stall-ms", type=float, default=2.0,
                    help="a step longer than this counts as a stall (default 2 ms)")
+    p.add_argument("--workload-cpu", type=int,
+                   help="pin the workload to this CPU; the agent keeps the others and places itself "
+                        "(default: no pinning)")
+    p.add_argument("--warmup", type=float, default=3.0,
+                   help="seconds the workload runs, unmeasured, before each case (default 3)")
     p.add_argument("--no-latency", action="store_true", help="skip the NVML call latencies")
     p.add_argument("--latency-n", type=int, default=200, help="calls per NVML call type (default 200)")
     p.add_argument("--latency-budget", type=float, default=2.0, help="at most this many seconds per call type")
@@ -407,8 +460,19 @@ def main(argv: list[str] | None = None) -> int:
     cases = [parse_case(c, args.cycles) for c in args.case] or [
         parse_case(c, args.cycles) for c in ("interval=0.1,workload=launch", "interval=0.01,workload=launch",
                                              "interval=0.1,workload=gpu")]
+    agent_cpus = pin_workload(args.workload_cpu)  # before torch starts its threads: they inherit it
     facts, latencies = nvml_latencies(0 if args.no_latency else args.latency_n, args.latency_budget)
+    facts.update(cpus=os.cpu_count(), python=platform.python_version(),
+                 method={"toggle": args.toggle, "window_s": args.window, "skip_s": args.skip,
+                         "stall_ms": args.stall_ms, "warmup_s": args.warmup,
+                         "workload_cpu": args.workload_cpu,
+                         "env": {k: os.environ[k] for k in ("CUDA_DEVICE_MAX_CONNECTIONS",) if k in os.environ}})
     results = []
+
+    def save() -> None:  # after each case, so that a run cut short keeps what it measured
+        if args.json:
+            Path(args.json).write_text(json.dumps({"host": facts, "nvml_latency": latencies, "cases": results},
+                                                  indent=1) + "\n")
     if reason := cuda_reason():
         print(f"agent_overhead: {reason}; the ABAB workload measurements are skipped")
     elif not facts:
@@ -419,20 +483,19 @@ def main(argv: list[str] | None = None) -> int:
         for case in cases:
             with tempfile.TemporaryDirectory(prefix="agent-overhead-") as tmp:
                 (Path(tmp) / "dumps").mkdir()
-                result = run_case(case, args.toggle, args.window, args.skip, args.stall_ms / 1000, Path(tmp))
+                result = run_case(case, args.toggle, args.window, args.skip, args.stall_ms / 1000, Path(tmp),
+                                  args.warmup, agent_cpus, sm_clock_reader())
             results.append(result)
+            save()
             print(f"{result['name']}: overhead {result['overhead_pct']}% (median of {len(result['pair_deltas_pct'])} "
                   f"per-pair deltas; mean {result['overhead_mean_pct']} +- {result['overhead_sem_pct']}), "
                   f"off {result['median_off']} on {result['median_on']} steps/s; stall ms/s off "
-                  f"{result['stall_ms_per_s_off']} on {result['stall_ms_per_s_on']}", flush=True)
-    facts.update(cpus=os.cpu_count(), python=platform.python_version(),
-                 method={"toggle": args.toggle, "window_s": args.window, "skip_s": args.skip,
-                         "stall_ms": args.stall_ms})
+                  f"{result['stall_ms_per_s_off']} on {result['stall_ms_per_s_on']}; pair-delta quartiles "
+                  f"{result['pair_delta_quartiles_pct']}, stdev {result['pair_delta_stdev_pct']}; off-window spread "
+                  f"{result['off_spread_pct']}%", flush=True)
     text = report(facts, latencies, results)
     print(text)
-    if args.json:
-        Path(args.json).write_text(json.dumps({"host": facts, "nvml_latency": latencies, "cases": results},
-                                              indent=1) + "\n")
+    save()
     return 0
 
 

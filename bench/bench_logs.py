@@ -25,7 +25,8 @@ sys.path.insert(0, str(ROOT))
 import pyarrow as pa  # noqa: E402
 
 from ingest.events import EventSink, ParseReport  # noqa: E402
-from ingest.parsers import _log_lines, log  # noqa: E402
+from ingest.parsers.logs import lines as log_lines  # noqa: E402
+from ingest.parsers.logs import parser as log  # noqa: E402
 
 SOURCES = (ROOT.parent / "shared" / "corpus" / "public" / "logs", ROOT / "tests" / "fixtures" / "open_world")
 
@@ -71,7 +72,7 @@ def main() -> int:
         for label, source in (("NCCL INFO log", nccl), ("mixed log", lines)):
             path = tiled(source, args.lines, Path(tmp) / f"{label.split()[0]}.log")
             on_s, on = parse(path)
-            with _log_lines.prefilter_disabled():
+            with log_lines.prefilter_disabled():
                 off_s, off = parse(path)
             floor = grep_floor(path)
             same = on.equals(off)

@@ -260,6 +260,7 @@ def service_stack(tmp: Path) -> Iterator[Stack]:
         env.update({
             "DJANGO_SETTINGS_MODULE": "tracedoc.settings", "PYTHONPATH": str(ROOT),
             "DEBUG": "0", "SECRET_KEY": secrets.token_urlsafe(40), "ALLOWED_HOSTS": "127.0.0.1",
+            "TRACEDOC_INSECURE_HTTP": "1",  # plain HTTP on loopback: no HTTPS redirect
             "TRACEDOC_VAR": str(tmp / "var"), "TRACEDOC_STORAGE": str(tmp / "storage"),
             "DATABASE_URL": database_url, "CELERY_BROKER_URL": broker_url, "TRACEDOC_QUEUE": queue,
             "TRACEDOC_UPLOAD_THROTTLE_RATE": "", "LOG_LEVEL": "WARNING",

@@ -56,6 +56,7 @@ class HostViewSet(viewsets.ViewSet):
 class CaptureRequestViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin,
                             viewsets.GenericViewSet):
     serializer_class = CaptureRequestSerializer
+    queryset = CaptureRequest.objects.none()  # the schema's type for {id}; get_queryset scopes by team
 
     def get_queryset(self):
         qs = CaptureRequest.objects.filter(team__in=self.request.user.teams.all()).select_related("host", "team")

@@ -1,6 +1,6 @@
 """One clock for every artifact of a trace, and a record of how it was decided.
 
-Each parser states its clock in report.meta["clock"] = {"domain": ..., "note": ...}:
+Each parser states its clock as an ingest.clock.Clock (kept in report.meta["clock"]):
 
 * "unix"      ns since the epoch. Artifacts with exact unix times anchor the trace: their
               overall [first, last] is the trace range. A unix artifact whose reading made
@@ -37,13 +37,13 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ingest.clock import Clock
 from ingest.events import ParseError
 
 DAY_NS = 86_400 * 10**9
 QUARTER_HOUR_NS = 900 * 10**9
 MAX_TZ_NS = 14 * 3600 * 10**9
 MAX_CLOCK_FILE = 1 << 20
-ASSUMPTIONS = ("year_assumed", "date_assumed", "tz_assumed")
 
 
 @dataclass
@@ -76,15 +76,14 @@ def read_clock_offsets(path: Path | str, name: str) -> dict[str, int]:
 def plan_alignment(tables: dict[str, pa.Table], metas: dict[str, dict],
                    clock_offsets: dict[str, int] | None = None) -> dict[str, Alignment]:
     ranges = {name: _range(t) for name, t in tables.items()}
-    clocks = {name: (metas.get(name) or {}).get("clock") or {} for name in tables}
-    exact = [r for n, r in ranges.items() if r and clocks[n].get("domain") == "unix"
-             and not any(clocks[n].get(a) for a in ASSUMPTIONS)]
+    clocks = {name: Clock.from_meta(metas.get(name)) for name in tables}
+    exact = [r for n, r in ranges.items() if r and clocks[n].domain == "unix" and not clocks[n].assumptions]
     anchor = (min(r[0] for r in exact), max(r[1] for r in exact)) if exact else None
     user = _user_offsets(clock_offsets or {}, list(tables))
     plans = {}
     for name in tables:
         clock, rng = clocks[name], ranges[name]
-        domain = clock.get("domain", "unknown")
+        domain = clock.domain
         if name in user:
             method = "user offset (tracedoc-clock.json / labels)"
             if domain == "none":
@@ -93,9 +92,9 @@ def plan_alignment(tables: dict[str, pa.Table], metas: dict[str, dict],
         elif domain == "unix":
             plans[name] = _unix(name, clock, rng, anchor)
         elif domain in ("monotonic", "relative"):
-            if isinstance(clock.get("offset_ns"), int):
-                plans[name] = Alignment(name, domain, clock["offset_ns"],
-                                        clock.get("offset_source", "the capture's own clock reference"), True)
+            if clock.offset_ns is not None:
+                plans[name] = Alignment(name, domain, clock.offset_ns,
+                                        clock.offset_source or "the capture's own clock reference", True)
             else:
                 plans[name] = Alignment(name, domain, 0, f"left on its own {domain} clock (no offset given: see "
                                                          "tracedoc-clock.json in the docs); not comparable with "
@@ -160,20 +159,20 @@ def _user_offsets(offsets: dict[str, int], names: list[str]) -> dict[str, int]:
     return resolved
 
 
-def _unix(name: str, clock: dict, rng, anchor) -> Alignment:
-    flags = [a for a in ASSUMPTIONS if clock.get(a)]
+def _unix(name: str, clock: Clock, rng, anchor) -> Alignment:
+    flags = clock.assumptions
     if not flags:
         return Alignment(name, "unix", 0, "wall clock as recorded", True)
     if not rng or not anchor:
         return Alignment(name, "unix", 0, f"wall clock with {', '.join(flags)}; nothing exact to check it against",
                          True)
     candidates = {0}
-    if clock.get("year_assumed"):
+    if clock.year_assumed:
         candidates |= {_year_shift(rng[0], y) for y in {_year(anchor[0]), _year(anchor[1])}}
-    if clock.get("date_assumed"):
+    if clock.date_assumed:
         k = (anchor[0] - rng[0]) // DAY_NS
         candidates |= {c + d * DAY_NS for c in candidates for d in (k - 1, k, k + 1)}
-    if clock.get("tz_assumed"):
+    if clock.tz_assumed:
         quarters = range(-MAX_TZ_NS // QUARTER_HOUR_NS, MAX_TZ_NS // QUARTER_HOUR_NS + 1)
         candidates |= {c + q * QUARTER_HOUR_NS for c in candidates for q in quarters}
     best = max(sorted(candidates, key=abs), key=lambda off: _overlap(rng, off, anchor))

@@ -14,6 +14,8 @@ import numpy as np
 import orjson
 import pyarrow as pa
 
+from ingest.clock import Clock
+
 KINDS = (
     "kernel", "memcpy", "memset", "runtime", "driver", "cpu_op", "annotation", "collective",
     "graph", "alloc", "free", "oom", "sample", "span", "log", "error", "sync", "marker",
@@ -102,6 +104,10 @@ class ParseReport:
             self.warnings.append(message)
         elif len(self.warnings) == self.MAX_WARNINGS:
             self.warnings.append("further warnings suppressed")
+
+    def set_clock(self, clock: Clock) -> None:
+        """State the clock this artifact's timestamps are on (read back by ingest.align)."""
+        self.meta["clock"] = clock.to_meta()
 
     def summary_warnings(self) -> list[str]:
         extra = [f"{n:,} records of type {t!r} not understood (kept as markers or skipped)"

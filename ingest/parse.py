@@ -3,10 +3,11 @@ Arrow table (the CLI)."""
 from __future__ import annotations
 
 import gzip
+import sys
 import time
 import zlib
 from pathlib import Path
-from types import ModuleType, TracebackType
+from types import TracebackType
 from typing import Callable
 
 import pyarrow as pa
@@ -14,6 +15,7 @@ import pyarrow as pa
 from ingest.events import SCHEMA, EventSink, ParseError, ParseReport
 from ingest.io import count_bytes_read
 from ingest.parsers import detect
+from ingest.parsers.protocol import Parser
 
 ROW_GROUP_ROWS = 1_000_000
 # What only damaged input raises (a gzip stream cut short or corrupt, bytes that are not the
@@ -104,7 +106,7 @@ def parse_events(path: Path, artifact_id: str, name: str | None,
     return report
 
 
-def run_parser(parser: ModuleType, path: Path, sink: EventSink, report: ParseReport, name: str) -> None:
+def run_parser(parser: Parser, path: Path, sink: EventSink, report: ParseReport, name: str) -> None:
     """`parser.parse`, then the last batch, as parse_events runs them: a ParseError naming
     `name` for unusable input, an InternalParseError for anything else (a bug). Nothing else
     escapes (the fuzz tests hold every parser to this)."""
@@ -112,7 +114,7 @@ def run_parser(parser: ModuleType, path: Path, sink: EventSink, report: ParseRep
     _flush_classified(parser, sink, name)
 
 
-def _parse_classified(parser: ModuleType, path: Path, sink: EventSink, report: ParseReport, name: str) -> None:
+def _parse_classified(parser: Parser, path: Path, sink: EventSink, report: ParseReport, name: str) -> None:
     try:
         parser.parse(path, sink, report)
     except ParseError as e:
@@ -122,12 +124,18 @@ def _parse_classified(parser: ModuleType, path: Path, sink: EventSink, report: P
         where = _crash_position(e.__traceback__) or f"after {sink.count:,} events"
         what = "UTF-8 text" if isinstance(e, UnicodeDecodeError) else "a complete, undamaged compressed stream"
         raise ParseError(name, where, f"{what} ({type(e).__name__}: {e})"[:300]) from None
+    except RecursionError:
+        # msgspec and the json module decode nested arrays/objects recursively, bounded by
+        # Python's recursion limit: a file nested that deep is unusable input, not a bug.
+        where = f"after {sink.count:,} events"
+        raise ParseError(name, where, f"JSON nested at most {sys.getrecursionlimit():,} levels deep "
+                         f"(got nesting deeper than {sys.getrecursionlimit():,})") from None
     except Exception as e:
         raise _internal(name, f"the {parser.FORMAT} parser", e,
                         _crash_position(e.__traceback__) or f"after {sink.count:,} events") from e
 
 
-def _flush_classified(parser: ModuleType, sink: EventSink, name: str) -> None:
+def _flush_classified(parser: Parser, sink: EventSink, name: str) -> None:
     try:
         sink.flush()
     except Exception as e:

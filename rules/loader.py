@@ -295,19 +295,33 @@ def _type_name(value) -> str:
 # ---------------------------------------------------------------- semantic checks
 
 def _compile_errors(rule: Rule, doc, filename: str) -> list[RuleError]:
-    from rules.compiler import CompileError, compile_rule
+    """Every selection's error first (each compiles on its own, so an editor can show them
+    all at once), then, when they all compile, the rule's first whole-rule error."""
+    from rules.compiler import CompileError, compile_rule, compile_selection
+    errors = []
+    for name, spec in (rule.data.get("match") or {}).items():
+        try:
+            compile_selection(name, spec, ("match", name))
+        except CompileError as e:
+            errors.append(_compile_error(e, doc, filename))
+    if errors:
+        return errors
     try:
         compile_rule(rule)
     except CompileError as e:
-        node = _node_at(doc, list(e.path), want_key=e.path[:1] == ("match",) and isinstance(e.path[-1], str))
-        mark = node.start_mark if node is not None else None
-        offset = e.offset
-        if offset and node is not None and getattr(node, "style", None) in ("'", '"'):
-            offset += 1
-        if offset and node is not None and getattr(node, "style", None) in ("|", ">"):
-            offset = 0  # block scalars start on the next line: point at the key
-        return [_error(filename, mark, e.message, offset)]
+        return [_compile_error(e, doc, filename)]
     return []
+
+
+def _compile_error(e, doc, filename: str) -> RuleError:
+    node = _node_at(doc, list(e.path), want_key=e.path[:1] == ("match",) and isinstance(e.path[-1], str))
+    mark = node.start_mark if node is not None else None
+    offset = e.offset
+    if offset and node is not None and getattr(node, "style", None) in ("'", '"'):
+        offset += 1
+    if offset and node is not None and getattr(node, "style", None) in ("|", ">"):
+        offset = 0  # block scalars start on the next line: point at the key
+    return _error(filename, mark, e.message, offset)
 
 
 def _source_lines(text: str, docs) -> list[str]:

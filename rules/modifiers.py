@@ -211,16 +211,19 @@ class _TextModifier(Modifier):
 
 
 class Contains(_TextModifier):
+    """`field|contains: text`: the text occurs in the field (|i ignores case)."""
     name = "contains"
     kernel = staticmethod(pc.match_substring)
 
 
 class StartsWith(_TextModifier):
+    """`field|startswith: text`: the field begins with the text (|i ignores case)."""
     name = "startswith"
     kernel = staticmethod(pc.starts_with)
 
 
 class EndsWith(_TextModifier):
+    """`field|endswith: text`: the field ends with the text (|i ignores case)."""
     name = "endswith"
     kernel = staticmethod(pc.ends_with)
 
@@ -267,21 +270,25 @@ class _NumberModifier(Modifier):
 
 
 class Greater(_NumberModifier):
+    """`field|gt: 5ms`: greater than a number, duration or size."""
     name = "gt"
     compare = staticmethod(np.greater)
 
 
 class GreaterOrEqual(_NumberModifier):
+    """`field|gte: 5ms`: greater than or equal to a number, duration or size."""
     name = "gte"
     compare = staticmethod(np.greater_equal)
 
 
 class Less(_NumberModifier):
+    """`field|lt: 5ms`: less than a number, duration or size."""
     name = "lt"
     compare = staticmethod(np.less)
 
 
 class LessOrEqual(_NumberModifier):
+    """`field|lte: 5ms`: less than or equal to a number, duration or size."""
     name = "lte"
     compare = staticmethod(np.less_equal)
 

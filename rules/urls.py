@@ -8,6 +8,7 @@ urlpatterns = [
     path("new/", views.rule_new, name="rule-new"),
     path("validate/", views.rule_validate, name="rule-validate"),
     path("test/", views.rule_test, name="rule-test"),
+    path("hints/", views.rule_hints, name="rule-hints"),
     path("<int:pk>/edit/", views.rule_edit, name="rule-edit"),
     path("<int:pk>/toggle/", views.rule_toggle, name="rule-toggle"),
     path("builtin/<str:rule_id>/", views.builtin_detail, name="builtin-detail"),

@@ -7,18 +7,25 @@ from __future__ import annotations
 
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
-from django.http import Http404
+from django.http import Http404, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.loader import render_to_string
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
-from diagnosis.tasks import diagnose_stored
+from diagnosis.models import SLODefinition
+from diagnosis.pipeline import diagnose
+from diagnosis.tasks import artifact_results
 from ingest.models import Trace
 from ingest.uploads import team_for_upload
+from rules.compiler import compile_rule
+from rules.editor_hints import editor_hints
+from rules.errors import EvalError
+from rules.features import TraceContext
 from rules.forms import RuleForm, TraceChoiceForm, unix_newlines
 from rules.loader import load_rule_dirs
 from rules.models import TeamRule, check_rule
+from rules.selection_samples import selection_samples
 
 TRACE_CHOICES = 50  # the newest finished traces offered for a test run
 
@@ -104,24 +111,68 @@ def rule_toggle(request, pk: int):
 
 
 @login_required
+@require_GET
+def rule_hints(request):
+    """Keys, modifiers, columns and features for the editor's completion and hover."""
+    return JsonResponse(editor_hints())
+
+
+def _key_line(text: str, key: str) -> int:
+    """The line of a top-level `key:` (1-based), or 1 when the text has none."""
+    for number, line in enumerate(text.splitlines(), start=1):
+        if line.startswith(f"{key}:"):
+            return number
+    return 1
+
+
+def saved_rule_errors(rule: TeamRule, text: str, loaded) -> list[dict]:
+    """What saving `text` over `rule` would refuse (the same checks as TeamRule.save), as
+    editor errors, so the author sees a missing version bump while typing."""
+    if loaded.id != rule.rule_id:
+        return [{"line": _key_line(text, "id"), "col": 1,
+                 "message": f"id: a saved rule keeps its id ({rule.rule_id}); create a new rule instead"}]
+    if text != rule.yaml and int(loaded.version) <= rule.version:
+        return [{"line": _key_line(text, "version"), "col": 1,
+                 "message": f"version: the text changed, so bump `version:` above {rule.version}"}]
+    return []
+
+
+@login_required
 @require_POST
 def rule_validate(request):
-    """The editor's live check (htmx, while typing): errors with line and column."""
-    rule, errors = check_rule(unix_newlines(request.POST.get("yaml", "")))
-    return render(request, "rules/partials/validation.html", {"loaded": rule, "errors": errors})
+    """The editor's live check (htmx, on every change): all errors with line and column,
+    and for a saved rule (`rule` = its pk) the version-bump and kept-id checks."""
+    text = unix_newlines(request.POST.get("yaml", ""))
+    loaded, errors = check_rule(text)
+    pk = request.POST.get("rule", "")
+    if loaded is not None and pk.isdigit():
+        errors = saved_rule_errors(get_rule_for(request, int(pk)), text, loaded)
+        loaded = None if errors else loaded
+    return render(request, "rules/partials/validation.html", {"loaded": loaded, "errors": errors})
 
 
 @login_required
 @require_POST
 def rule_test(request):
     """Run the editor's text alone over one of the user's finished traces (htmx): its
-    findings, or why there are none. Nothing is saved."""
+    findings, and each selection's row count and first matched rows, which tell why a
+    rule stayed quiet. Nothing is saved."""
     form = TraceChoiceForm(request.POST, traces=testable_traces(request, None))
     if not form.is_valid():
         raise Http404("no such finished trace")
     trace = form.cleaned_data["trace"]
     loaded, errors = check_rule(unix_newlines(request.POST.get("yaml", "")))
-    report = diagnose_stored(trace, [loaded]) if loaded else None
+    report, samples, sample_error, event_count = None, [], "", 0
+    if loaded:
+        events = []
+        report = diagnose(artifact_results(trace), rules=[loaded], clock_offsets=trace.clock_offsets or None,
+                          slos=SLODefinition.objects.effective_for(trace.team), on_events=events.append)
+        event_count = len(events[0])
+        try:
+            samples = selection_samples(compile_rule(loaded), TraceContext(events[0]))
+        except EvalError as e:
+            sample_error = str(e)
     return render(request, "rules/partials/test_result.html", {
-        "trace": trace, "loaded": loaded, "errors": errors,
+        "trace": trace, "loaded": loaded, "errors": errors, "samples": samples, "sample_error": sample_error,
+        "event_count": event_count,
         "findings": report.findings if report else (), "rule_errors": report.rule_errors if report else ()})

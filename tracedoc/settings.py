@@ -61,6 +61,20 @@ if SECRET_KEY == _DEV_SECRET and not DEBUG:
 ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS", [])
 
+# HTTPS on by default in production (DEBUG off): redirect, HSTS, secure cookies. A stack
+# served over plain HTTP on purpose (a local docker compose, the test and bench stacks) sets
+# TRACEDOC_INSECURE_HTTP=1; nothing else turns these off.
+_HTTPS = not DEBUG and not envbool("TRACEDOC_INSECURE_HTTP", False)
+SECURE_SSL_REDIRECT = _HTTPS
+SESSION_COOKIE_SECURE = _HTTPS
+CSRF_COOKIE_SECURE = _HTTPS
+SECURE_HSTS_SECONDS = envint("TRACEDOC_HSTS_SECONDS", 31_536_000) if _HTTPS else 0
+SECURE_HSTS_INCLUDE_SUBDOMAINS = _HTTPS
+SECURE_HSTS_PRELOAD = _HTTPS
+# TLS ends at the reverse proxy, which must set (and strip from clients) X-Forwarded-Proto;
+# without this the redirect above would loop.
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if _HTTPS else None
+
 INSTALLED_APPS = [
     "django.contrib.admin",
     "django.contrib.auth",
@@ -74,12 +88,14 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "django_htmx",
+    "csp",
     "accounts",
     "ingest",
     "diagnosis",
     "rules",
     "hosts",
     "alerts",
+    "otlp_receiver",
 ]
 
 MIDDLEWARE = [
@@ -89,10 +105,36 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "accounts.audit.AuditRequestMiddleware",  # who made a change, for the audit log
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
 ]
+
+# Content-Security-Policy (django-csp) on every response: scripts only from our own static
+# files (htmx and ECharts are vendored; no inline script or handler in the templates, the API
+# docs load their init script from a URL). Inline *styles* stay allowed: htmx inserts its
+# indicator <style> and ECharts styles its tooltips through HTML.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'", "'unsafe-inline'"],
+        "img-src": ["'self'", "data:"],
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    },
+}
+
+AUTHENTICATION_BACKENDS = ["accounts.login_throttle.ThrottledModelBackend"]
+# Failed logins (accounts.login_throttle): this many within the window lock the username (or,
+# with the larger number, the client address) until the window ends.
+TRACEDOC_LOGIN_MAX_FAILURES = envint("TRACEDOC_LOGIN_MAX_FAILURES", 5)
+TRACEDOC_LOGIN_MAX_FAILURES_PER_ADDRESS = envint("TRACEDOC_LOGIN_MAX_FAILURES_PER_ADDRESS", 30)
+TRACEDOC_LOGIN_LOCKOUT_MINUTES = envint("TRACEDOC_LOGIN_LOCKOUT_MINUTES", 15)
 
 ROOT_URLCONF = "tracedoc.urls"
 WSGI_APPLICATION = "tracedoc.wsgi.application"
@@ -113,6 +155,11 @@ TEMPLATES = [
 ]
 
 
+# Connections each web or worker process may hold (0: no pool, one persistent connection per
+# thread, CONN_MAX_AGE 60 s); PostgreSQL only.
+DB_POOL_SIZE = envint("TRACEDOC_DB_POOL_SIZE", 4)
+
+
 def _database() -> dict:
     db = dj_database_url.config(default=f"sqlite:///{VAR_DIR / 'tracedoc.sqlite3'}", conn_max_age=60)
     if db["ENGINE"].endswith("sqlite3"):
@@ -123,6 +170,14 @@ def _database() -> dict:
                          "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"}
         # A file, not memory, so that a worker subprocess can open the test database too.
         db["TEST"] = {"NAME": str(VAR_DIR / f"test-{os.getpid()}.sqlite3")}
+    elif db["ENGINE"].endswith("postgresql") and DB_POOL_SIZE:
+        # A bounded psycopg pool per process: a burst of requests waits (up to the timeout) for
+        # one of DB_POOL_SIZE connections instead of opening one per thread until PostgreSQL
+        # runs out (docs/deployment.md sizes it). Django refuses a pool with persistent
+        # connections: the pool is what keeps them.
+        db["CONN_MAX_AGE"] = 0
+        db.setdefault("OPTIONS", {})["pool"] = {"min_size": 1, "max_size": DB_POOL_SIZE,
+                                                "timeout": envint("TRACEDOC_DB_POOL_TIMEOUT", 20)}
     return db
 
 
@@ -184,7 +239,8 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    # limit/offset validated (400) and the page size clamped (tracedoc.pagination)
+    "DEFAULT_PAGINATION_CLASS": "tracedoc.pagination.BoundedLimitOffsetPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
 }
@@ -194,6 +250,8 @@ TRACEDOC_UPLOAD_THROTTLE_RATE = env("TRACEDOC_UPLOAD_THROTTLE_RATE", "1200/hour"
 if env("TRACEDOC_CACHE_URL"):
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache",
                           "LOCATION": env("TRACEDOC_CACHE_URL")}}
+# The schema and /api/docs/ need a login unless this is on (tracedoc.api_docs).
+TRACEDOC_PUBLIC_API_DOCS = envbool("TRACEDOC_PUBLIC_API_DOCS", False)
 SPECTACULAR_SETTINGS = {
     "TITLE": "tracedoc API",
     "DESCRIPTION": "Upload GPU / LLM-inference traces, read their diagnosis, triage clusters, manage rules.",
@@ -208,6 +266,9 @@ SPECTACULAR_SETTINGS = {
         "DestinationKindEnum": "alerts.models.Destination.Kind",
         "DeliveryStateEnum": "alerts.models.Delivery.State",
         "ClusterActivityKindEnum": "diagnosis.models.ClusterActivity.Kind",
+        "CaptureRequestKindEnum": "hosts.models.CaptureRequest.Kind",
+        "CaptureRequestStateEnum": "hosts.models.CaptureRequest.State",
+        "TraceStateEnum": "ingest.models.Trace.State",
     },
 }
 
@@ -243,7 +304,16 @@ CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 2, "interval_start": 0, "inte
 # the traces whose task was lost (tracedoc.workflow)
 CELERY_BEAT_SCHEDULE = {
     "reconcile-traces": {"task": "tracedoc.reconcile_traces", "schedule": 120.0},
+    "flush-otlp-windows": {"task": "tracedoc.flush_otlp_windows", "schedule": 60.0},
 }
+
+# --- OTLP/HTTP receiver (otlp_receiver app) ------------------------------------------------
+# Spans become one trace per team, service.name and window of this many seconds (by span start),
+# once the window and a grace for late exports are past; an export request carries at most
+# TRACEDOC_OTLP_MAX_REQUEST_BYTES, compressed and decompressed.
+TRACEDOC_OTLP_WINDOW_SECONDS = envint("TRACEDOC_OTLP_WINDOW_SECONDS", 300)
+TRACEDOC_OTLP_GRACE_SECONDS = envint("TRACEDOC_OTLP_GRACE_SECONDS", 30)
+TRACEDOC_OTLP_MAX_REQUEST_BYTES = envint("TRACEDOC_OTLP_MAX_REQUEST_BYTES", 32 * 1024**2)
 
 # --- alerts (alerts app) ---------------------------------------------------------------
 # Where people open tracedoc: alert links to clusters and traces start with it.

@@ -1,18 +1,14 @@
 """Parser registry and format detection by content.
 
-A parser is one module in this package that defines:
+A parser is one module in a format family's sub-package (kineto/, nsys/, logs/, ...) that meets
+the `Parser` Protocol (ingest/parsers/protocol.py: FORMAT, SOURCE, sniff(head, name),
+parse(path, sink, report)), checked for every registered module by
+tests/ingest/test_parser_contract.py. Helpers of one family live in its package; telemetry.py
+serves several families.
 
-    FORMAT   = "kineto"           # format id shown in reports
-    SOURCE   = "kineto"           # value of the event table's `source` column
-    def sniff(head: bytes, name: str) -> bool
-        # head: the first 64 KiB of content, already gunzipped; name: original file name
-        # (a hint only: detection must work on content)
-    def parse(path: pathlib.Path, sink: EventSink, report: ParseReport) -> None
-        # stream events into the sink; raise ParseError for unusable input; count and
-        # skip single broken records with report.warn(...) / report.skipped[...]
-
-Adding a format = one module + one line in PARSERS. Order matters: the first parser whose
-sniff() says yes wins, so specific formats come before generic ones (text logs last).
+Adding a format = one module in its family's package + its dotted name ("family.module") in
+PARSERS. Order matters: the first parser whose sniff() says yes wins, so specific formats come
+before generic ones (text logs last).
 """
 from __future__ import annotations
 
@@ -20,62 +16,56 @@ import importlib
 import json
 import re
 from pathlib import Path
-from types import ModuleType
-from typing import Iterator
+from typing import Iterator, cast
 
 from ingest.events import ParseError
 from ingest.io import HEAD_BYTES, read_head
+from ingest.parsers.protocol import Parser
 
 PARSERS = [
     # binary / container formats first
-    "nsys_sqlite",
-    "nsight_report",       # .nsys-rep / .ncu-rep: need NVIDIA's tools, clear message
-    "flight_recorder",
-    "memory_snapshot",
-    "otlp_pb",
+    "nsys.sqlite",
+    "nsys.report_files",         # .nsys-rep / .ncu-rep: need NVIDIA's tools, clear message
+    "pytorch.flight_recorder",
+    "pytorch.memory_snapshot",
+    "otlp.protobuf",
     # JSON family
-    "kineto",
-    "otlp_json",
-    "memory_stats",
-    "memory_timeline",
-    "nvml_jsonl",
-    "token_latency",
-    "nccl_ras_json",       # `ncclras -f json`
+    "kineto.trace",
+    "otlp.json_file",
+    "pytorch.memory_stats",
+    "pytorch.memory_timeline",
+    "nvml.jsonl",
+    "pytorch.token_latency",
+    "logs.nccl_ras_json",        # `ncclras -f json`
     # CSV / text family
-    "nvidia_smi_xml",      # `nvidia-smi -q -x`: XML, before anything that reads text
-    "ncu_csv",
-    "nvidia_smi_csv",
-    "nvidia_smi_pmon",     # `# gpu pid type sm ...`: per process, before dmon's `# gpu sm ...`
-    "nvidia_smi_dmon",
-    "nvidia_smi_q",
-    "dcgm",
-    "perf_script",
-    "perf_trace",
-    "bpftrace",
-    "log",                 # generic text logs: always last
+    "nvidia_smi.q_xml",          # `nvidia-smi -q -x`: XML, before anything that reads text
+    "ncu.csv_export",
+    "nvidia_smi.query_csv",
+    "nvidia_smi.pmon",           # `# gpu pid type sm ...`: per process, before dmon's `# gpu sm ...`
+    "nvidia_smi.dmon",
+    "nvidia_smi.q",
+    "dcgm.exporter",
+    "perf.script",
+    "perf.trace",
+    "perf.bpftrace",
+    "logs.parser",               # generic text logs: always last
 ]
 
 
-def _load(name: str) -> ModuleType | None:
-    try:
-        return importlib.import_module(f"ingest.parsers.{name}")
-    except ModuleNotFoundError as e:
-        if e.name == f"ingest.parsers.{name}":
-            return None  # not written yet
-        raise
+def _load(name: str) -> Parser:
+    # a module meets the Protocol structurally; the contract test checks each one
+    return cast(Parser, importlib.import_module(f"ingest.parsers.{name}"))
 
 
-def registered() -> list[ModuleType]:
+def registered() -> list[Parser]:
     return list(_in_order())
 
 
-def _in_order() -> Iterator[ModuleType]:
+def _in_order() -> Iterator[Parser]:
     """The parser modules in PARSERS order, each imported only when reached: detection stops
     at the first that takes the file (a Kineto trace never imports the log parser's patterns)."""
-    for n in PARSERS:
-        m = _load(n)
-        if m is not None:
-            yield m
+    for name in PARSERS:
+        yield _load(name)
 
 
 def looks_binary(head: bytes) -> bool:
@@ -92,7 +82,7 @@ def looks_binary(head: bytes) -> bool:
     return False
 
 
-def detect(path: Path, name: str | None = None) -> ModuleType:
+def detect(path: Path, name: str | None = None) -> Parser:
     """The parser module for this file, decided by its content."""
     path = Path(path)
     name = name or path.name

@@ -157,6 +157,52 @@ class FeatureError(RuntimeError):
     pass
 
 
+class EventIndex:
+    """Row numbers of the events by kind, and name lookups over the category codes: built
+    lazily, once per trace, and shared by every feature (a feature whose kinds are absent
+    learns it without a scan; one that needs a kind reads its rows, not a masked copy of
+    every column)."""
+
+    def __init__(self, events: pd.DataFrame):
+        self._events = events
+        self._kinds = events["kind"]
+        self._rows: dict[str, np.ndarray] = {}
+
+    def rows(self, *kinds: str) -> np.ndarray:
+        """Sorted row numbers of the events of these kinds (empty when none is present)."""
+        parts = [self._rows_of(k) for k in kinds]
+        parts = [p for p in parts if len(p)]
+        if len(parts) <= 1:
+            return parts[0] if parts else np.empty(0, dtype=np.int64)
+        return np.sort(np.concatenate(parts))
+
+    def _rows_of(self, kind: str) -> np.ndarray:
+        found = self._rows.get(kind)
+        if found is None:
+            code = self._kinds.cat.categories.get_indexer([kind])[0]
+            found = (np.flatnonzero(self._kinds.cat.codes.to_numpy() == code) if code >= 0
+                     else np.empty(0, dtype=np.int64))
+            self._rows[kind] = found
+        return found
+
+    def has(self, *kinds: str) -> bool:
+        return any(len(self._rows_of(k)) for k in kinds)
+
+    def name_in(self, rows: np.ndarray, names) -> np.ndarray:
+        """Mask over `rows`: the event's name is one of `names` (a lookup per category)."""
+        col = self._events["name"]
+        lut = np.append(col.cat.categories.isin(list(names)), False)
+        return lut[col.cat.codes.to_numpy()[rows]]
+
+    def codes(self, name: str, rows: np.ndarray) -> np.ndarray:
+        """A category column's codes at `rows` (-1: missing)."""
+        return self._events[name].cat.codes.to_numpy()[rows]
+
+    def column(self, name: str, rows: np.ndarray) -> np.ndarray:
+        """One numeric column at `rows` (the column itself is not copied)."""
+        return self._events[name].to_numpy()[rows]
+
+
 class TraceContext:
     """One trace's events plus its features, each computed at most once.
 
@@ -167,11 +213,18 @@ class TraceContext:
         self.events = as_event_frame(events)
         self._features: dict[str, pd.DataFrame | FeatureError] = {}
         self._computing: list[str] = []
+        self._index: EventIndex | None = None
         ev = self.events
         if len(ev):
             self.span = (int(ev["ts"].min()), int((ev["ts"] + ev["dur"]).max()))
         else:
             self.span = (0, 0)
+
+    @property
+    def index(self) -> EventIndex:
+        if self._index is None:
+            self._index = EventIndex(self.events)
+        return self._index
 
     def feature(self, name: str) -> pd.DataFrame:
         cached = self._features.get(name)
@@ -204,4 +257,4 @@ class TraceContext:
 
 
 __all__ = ["feature", "list_features", "get_feature", "as_event_frame", "parse_attrs", "TraceContext",
-           "FeatureError", "category_mask", "text_values", "distinct_text"]
+           "EventIndex", "FeatureError", "category_mask", "text_values", "distinct_text"]

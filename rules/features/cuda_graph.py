@@ -27,9 +27,19 @@ SYNC_OPS = ("aten::item", "aten::_local_scalar_dense", "aten::tolist", "aten::no
             "aten::_to_copy", "aten::to", "aten::cpu", "aten::masked_select", "aten::unique")
 
 
-def capture_regions(ev: pd.DataFrame) -> list[tuple[int, int, int, int]]:
+def _named(ctx, kinds: tuple[str, ...], names) -> np.ndarray:
+    """Sorted row numbers of the events of `kinds` named one of `names`."""
+    rows = ctx.index.rows(*kinds)
+    return rows[ctx.index.name_in(rows, names)]
+
+
+def capture_regions(ctx) -> list[tuple[int, int, int, int]]:
     """(pid, tid, begin_ts, end_ts) of every capture region."""
-    rt = ev[(ev["kind"] == "runtime") & ev["name"].isin(["cudaStreamBeginCapture", "cudaStreamEndCapture"])]
+    ev = ctx.events
+    rows = _named(ctx, ("runtime",), ["cudaStreamBeginCapture", "cudaStreamEndCapture"])
+    if not len(rows):
+        return []
+    rt = ev.iloc[rows]
     regions = []
     for (pid, tid), g in rt.sort_values("ts").groupby(["pid", "tid"], sort=False, observed=True):
         begin = None
@@ -50,14 +60,17 @@ def capture_regions(ev: pd.DataFrame) -> list[tuple[int, int, int, int]]:
 def capture_aborts(ctx) -> pd.DataFrame:
     ev = ctx.events
     rows = []
-    for pid, tid, lo, hi in capture_regions(ev):
-        inside = ev[(ev["pid"] == pid) & (ev["tid"] == tid) & (ev["ts"] > lo) & (ev["ts"] < hi)]
-        ops = inside[(inside["kind"] == "cpu_op") & inside["name"].isin(SYNC_OPS)]
-        calls = inside[(inside["kind"] == "runtime") & inside["name"].isin(SYNC_RUNTIME)]
+    regions = capture_regions(ctx)
+    # the few rows any region can hold, found once: sync ops, sync calls, error-string calls
+    candidates = {"ops": _named(ctx, ("cpu_op",), SYNC_OPS), "calls": _named(ctx, ("runtime",), SYNC_RUNTIME),
+                  "errors": _named(ctx, ("runtime",), ("cudaGetErrorString",))} if regions else {}
+    for pid, tid, lo, hi in regions:
+        inside = {what: _in_thread(ctx, rows_, pid, tid, lo, hi) for what, rows_ in candidates.items()}
+        ops, calls = ev.iloc[inside["ops"]], ev.iloc[inside["calls"]]
         if ops.empty and calls.empty:
             continue
         culprit = ops.sort_values(["ts", "dur"], ascending=[True, False]).iloc[0] if len(ops) else calls.iloc[0]
-        errors = int(((inside["kind"] == "runtime") & (inside["name"] == "cudaGetErrorString")).sum())
+        errors = len(inside["errors"])
         row = culprit.to_dict()
         row.update(kind="graph", name=str(culprit["name"]), attrs=json.dumps({
             "culprit": str(culprit["name"]),
@@ -72,6 +85,14 @@ def capture_aborts(ctx) -> pd.DataFrame:
     if not rows:
         return ev.iloc[0:0]
     return pd.DataFrame(rows).astype({"ts": np.int64, "dur": np.int64})
+
+
+def _in_thread(ctx, rows: np.ndarray, pid: int, tid: int, lo: int, hi: int, other_threads: bool = False) -> np.ndarray:
+    """The `rows` of process `pid` strictly inside (lo, hi), on thread `tid` (or on any other)."""
+    index = ctx.index
+    ts, tids = index.column("ts", rows), index.column("tid", rows)
+    same = tids != tid if other_threads else tids == tid
+    return rows[(index.column("pid", rows) == pid) & same & (ts > lo) & (ts < hi)]
 
 
 # --- a capture broken by another host thread ----------------------------------------------
@@ -124,8 +145,9 @@ def _other_thread_reason(u: pd.Series, ua: dict, heads: list[tuple[pd.Series, di
     return ""
 
 
-def _log_conflicts(ev: pd.DataFrame) -> list[dict]:
-    errors = ev[(ev["kind"] == "error") & ev["name"].isin(VIOLATIONS + (INVALIDATED, "CaptureOtherThread"))]
+def _log_conflicts(ctx) -> list[dict]:
+    ev = ctx.events
+    errors = ev.iloc[_named(ctx, ("error",), VIOLATIONS + (INVALIDATED, "CaptureOtherThread"))]
     if errors.empty:
         return []
     decoded = [(row, _attrs(row["attrs"])) for _, row in errors.iterrows()]
@@ -145,7 +167,7 @@ def _log_conflicts(ev: pd.DataFrame) -> list[dict]:
             capture = next((ia["capture_site"] for i, ia in invalid if _same_process(u, i) and ia.get("capture_site")), "")
             rows.append(_conflict_row(u, ua.get("thread") or "", _frames_text(ua) or str(u["name"]), capture, why))
     if not rows:
-        rows += _interleaved_thread_conflicts(ev, violations, invalid, chained_to)
+        rows += _interleaved_thread_conflicts(ctx, violations, invalid, chained_to)
     for r, a in decoded:
         if str(r["name"]) != "CaptureOtherThread":
             continue
@@ -159,13 +181,15 @@ def _log_conflicts(ev: pd.DataFrame) -> list[dict]:
 _THREAD_HEADER = re.compile(r"Exception in thread (.{1,120}?):\s*$")
 
 
-def _interleaved_thread_conflicts(ev: pd.DataFrame, violations: list, invalid: list, chained_to: set) -> list[dict]:
+def _interleaved_thread_conflicts(ctx, violations: list, invalid: list, chained_to: set) -> list[dict]:
     """Two threads' tracebacks written to one stderr at once interleave line by line, so no
     traceback can be attributed to a thread. What survives: Python's "Exception in thread X:"
     header, a capture-violation error outside the captured code, and the capture's invalidation."""
     if not violations or not invalid:
         return []
-    logs = ev[(ev["kind"] == "log") & ev["attrs"].astype(str).str.contains("Exception in thread", regex=False)]
+    ev = ctx.events
+    logs = ev.iloc[ctx.index.rows("log")]
+    logs = logs[logs["attrs"].astype(str).str.contains("Exception in thread", regex=False)]
     rows = []
     for _, h in logs.iterrows():
         m = _THREAD_HEADER.search(str(_attrs(h["attrs"]).get("text") or ""))
@@ -206,16 +230,19 @@ def _line(loc) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def _trace_conflicts(ev: pd.DataFrame) -> list[dict]:
+def _trace_conflicts(ctx) -> list[dict]:
     """Profiler view: inside one thread's capture region, another thread of the same process
     made an unsafe runtime call and then asked for an error string."""
+    ev = ctx.events
     rows = []
-    rt = ev[ev["kind"] == "runtime"]
-    for pid, tid, lo, hi in capture_regions(ev):
-        inside = rt[(rt["pid"] == pid) & (rt["tid"] != tid) & (rt["ts"] > lo) & (rt["ts"] < hi)]
-        calls = inside[inside["name"].isin(UNSAFE_RUNTIME)]
+    regions = capture_regions(ctx)
+    unsafe = _named(ctx, ("runtime",), UNSAFE_RUNTIME) if regions else None
+    error_strings = _named(ctx, ("runtime",), ("cudaGetErrorString",)) if regions else None
+    for pid, tid, lo, hi in regions:
+        calls = ev.iloc[_in_thread(ctx, unsafe, pid, tid, lo, hi, other_threads=True)]
+        failed_calls = ev.iloc[_in_thread(ctx, error_strings, pid, tid, lo, hi, other_threads=True)]
         for other, g in calls.groupby("tid", sort=False, observed=True):
-            failed = inside[(inside["tid"] == other) & (inside["name"] == "cudaGetErrorString")]
+            failed = failed_calls[failed_calls["tid"] == other]
             if failed.empty:
                 continue
             culprit = g.sort_values("ts").iloc[0]
@@ -244,7 +271,7 @@ def _conflict_row(src: pd.Series, thread: str, call: str, capture: str, why: str
          "inside a capture region): attrs.other_thread, other_thread_text, call, capture_site, why.")
 def capture_conflicts(ctx) -> pd.DataFrame:
     ev = ctx.events
-    rows = _log_conflicts(ev) + _trace_conflicts(ev)
+    rows = _log_conflicts(ctx) + _trace_conflicts(ctx)
     if not rows:
         return ev.iloc[0:0]
     return pd.DataFrame(rows).astype({"ts": np.int64, "dur": np.int64})

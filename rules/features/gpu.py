@@ -34,12 +34,11 @@ def steady_window(ctx) -> tuple[int, int, int] | None:
     steady = steps[~steps["cold"]] if not steps.empty else steps
     if len(steady) >= 2:
         return int(steady["ts"].iloc[0]), int(steady["ts"].iloc[-1] + steady["dur"].iloc[-1]), len(steady)
-    ev = ctx.events
-    kernels = (ev["kind"] == "kernel").to_numpy()   # a mask, not a copy of every column
-    if not kernels.any():
+    kernels = ctx.index.rows("kernel")
+    if not len(kernels):
         return None
-    ts = ev["ts"].to_numpy(np.int64)[kernels]
-    return int(ts.min()), int((ts + ev["dur"].to_numpy(np.int64)[kernels]).max()), 0
+    ts = ctx.index.column("ts", kernels)
+    return int(ts.min()), int((ts + ctx.index.column("dur", kernels)).max()), 0
 
 
 @dataclass(frozen=True)
@@ -71,15 +70,18 @@ def _find_kernel_window(ctx) -> KernelWindow | None:
     if win is None:
         return None
     lo, hi, steps = win
-    ev = ctx.events
-    ts = ev["ts"].to_numpy(np.int64)
+    index = ctx.index
     # communication kernels occupy the GPU too (HTA counts them): a rank waiting in an
     # all-reduce is not idle
-    on_gpu = ((ev["kind"] == "kernel") | ((ev["kind"] == "collective") & (ev["stream"] >= 0))).to_numpy()
-    rows = np.flatnonzero(on_gpu & (ts >= lo) & (ts < hi))
+    collectives = index.rows("collective")
+    collectives = collectives[index.column("stream", collectives) >= 0]
+    rows = np.union1d(index.rows("kernel"), collectives) if len(collectives) else index.rows("kernel")
+    ts = index.column("ts", rows)
+    inside = (ts >= lo) & (ts < hi)
+    rows = rows[inside]
     if len(rows) < 10 or hi <= lo:
         return None
-    starts, durs = ts[rows], ev["dur"].to_numpy(np.int64)[rows]
+    starts, durs = ts[inside], index.column("dur", rows)
     busy, gaps = _busy_and_gaps(starts, starts + durs)
     return KernelWindow(lo, hi, steps, rows, durs, busy, gaps)
 
@@ -126,11 +128,13 @@ def gpu_activity(ctx) -> pd.DataFrame:
     if window is None:
         return ev.iloc[0:0]
     lo, hi, steps, busy, gaps = window.lo, window.hi, window.steps, window.busy, window.gaps
-    ts = ev["ts"].to_numpy(np.int64)
-    runtime_inside = (ev["kind"] == "runtime").to_numpy() & (ts >= lo) & (ts < hi)
-    launch_calls = runtime_inside & ev["name"].isin(LAUNCH_CALLS).to_numpy()
-    launches = int(launch_calls.sum())
-    graphs = int((runtime_inside & (ev["name"] == "cudaGraphLaunch").to_numpy()).sum())
+    index = ctx.index
+    runtime = index.rows("runtime")
+    ts = index.column("ts", runtime)
+    runtime = runtime[(ts >= lo) & (ts < hi)]
+    launch_calls = runtime[index.name_in(runtime, LAUNCH_CALLS)]
+    launches = len(launch_calls)
+    graphs = int(index.name_in(runtime, ("cudaGraphLaunch",)).sum())
     kernels = len(window.rows)
     median_kernel = float(np.median(window.durs))
     row = ev.iloc[[window.rows[0]]].copy()
@@ -143,7 +147,7 @@ def gpu_activity(ctx) -> pd.DataFrame:
         "kernels_per_step": round(kernels / steps, 1) if steps else None,
         "median_kernel_us": round(median_kernel / 1e3, 2),
         "launches": launches,
-        "launch_share_pct": round(100 * float(ev["dur"].to_numpy(np.int64)[launch_calls].sum()) / (hi - lo), 1),
+        "launch_share_pct": round(100 * float(index.column("dur", launch_calls).sum()) / (hi - lo), 1),
         "text": f"{kernels} kernels over {(hi - lo) / 1e6:.1f} ms of steady state, GPU busy {100 * frac:.1f}%, "
                 f"median kernel {median_kernel / 1e3:.2f} us, {launches} launch calls",
         "graph_launches": graphs, "window_ms": round((hi - lo) / 1e6, 1), "steps": steps,
@@ -161,13 +165,21 @@ def host_syncs(ctx) -> pd.DataFrame:
     if win is None or win[2] == 0:
         return ev.iloc[0:0]
     lo, hi, steps = win
-    inside = ev[(ev["ts"] >= lo) & (ev["ts"] < hi)]
-    rt = inside[inside["kind"] == "runtime"]
-    stream = rt[rt["name"].isin(STREAM_SYNCS)]
-    device = rt[rt["name"].isin(DEVICE_SYNCS)]
-    copies = inside[inside["kind"] == "memcpy"]
-    pageable = copies[category_mask(copies["name"], lambda names: names.str.contains("Pageable", regex=False))]
-    scalars = inside[(inside["kind"] == "cpu_op") & inside["name"].isin(SCALAR_READS)]
+    index = ctx.index
+
+    def inside(rows: np.ndarray) -> np.ndarray:
+        ts = index.column("ts", rows)
+        return rows[(ts >= lo) & (ts < hi)]
+
+    # the few candidate rows by name first, then copied: never a copy of every row in the window
+    runtime = index.rows("runtime")
+    stream = ev.iloc[inside(runtime[index.name_in(runtime, STREAM_SYNCS)])]
+    device = ev.iloc[inside(runtime[index.name_in(runtime, DEVICE_SYNCS)])]
+    memcpy = index.rows("memcpy")
+    pageable = memcpy[category_mask(ev["name"].iloc[memcpy], lambda names: names.str.contains("Pageable", regex=False))]
+    pageable = ev.iloc[inside(pageable)]
+    cpu_ops = index.rows("cpu_op")
+    scalars = ev.iloc[inside(cpu_ops[index.name_in(cpu_ops, SCALAR_READS)])]
     blocking = len(stream) + len(pageable) + len(scalars)
     if blocking == 0:
         return ev.iloc[0:0]
@@ -200,7 +212,7 @@ def gpu_idle_gaps(ctx) -> pd.DataFrame:
     if not len(bounds):
         return ev.iloc[0:0]
     idle = int((bounds[:, 1] - bounds[:, 0]).sum())
-    host = _host_time_in(ev, bounds)
+    host = _host_time_in(ctx, bounds)
     input_ns = sum(v for n, v in host.items() if any(t in n for t in INPUT_OPS))
     sync_ns = sum(v for n, v in host.items() if n in STREAM_SYNCS + DEVICE_SYNCS + SCALAR_READS)
     verdict = "input" if input_ns >= 0.3 * idle else "sync" if sync_ns >= 0.3 * idle else "other"
@@ -232,31 +244,40 @@ _IDLE_VERDICTS = {
 MAX_GAPS_EXAMINED = 200  # the longest gaps carry the idle time; bounds the interval join
 
 
-def _host_time_in(ev: pd.DataFrame, bounds: np.ndarray) -> dict[str, int]:
+def _host_time_in(ctx, bounds: np.ndarray) -> dict[str, int]:
     """Host op/runtime time (ns) inside the gaps, by name; outermost ops only would need the
     call tree, so nested ops are counted under each name (shares, not a partition)."""
     order = np.argsort(bounds[:, 0] - bounds[:, 1])[:MAX_GAPS_EXAMINED]
     g = bounds[np.sort(order)]
-    # three columns of the host rows, not a copy of every column (attrs text included)
-    host = category_mask(ev["kind"], lambda kinds: kinds.isin(("cpu_op", "runtime", "annotation", "sync")))
-    keep = np.flatnonzero(host & (ev["dur"].to_numpy(np.int64) > 0))
-    if not len(keep):
-        return {}
-    s = ev["ts"].to_numpy(np.int64)[keep]
-    e = s + ev["dur"].to_numpy(np.int64)[keep]
-    # the gaps are disjoint and in time order, so an op [s, e) overlaps the gaps first..last-1:
-    # two binary searches per op instead of a sort of every host op
-    first = np.searchsorted(g[:, 1], s, side="right")
-    last = np.searchsorted(g[:, 0], e, side="left")
-    hit = np.flatnonzero(last > first)
-    names = ev["name"].cat.categories
-    if not len(hit):
-        return {}
-    spans = last[hit] - first[hit]
-    op = np.repeat(hit, spans)
-    gap = np.repeat(first[hit], spans) + np.arange(int(spans.sum())) - np.repeat(np.cumsum(spans) - spans, spans)
-    overlap = np.minimum(e[op], g[gap, 1]) - np.maximum(s[op], g[gap, 0])
-    codes = ev["name"].cat.codes.to_numpy()[keep[op]]  # per name without materialising the strings
-    sums = np.bincount(codes, weights=overlap, minlength=len(names))
+    index = ctx.index
+    names = ctx.events["name"].cat.categories
+    sums = np.zeros(len(names))
+    # kind by kind: the sums do not depend on the order of the ops, and each pass reads only
+    # two columns of that kind's rows
+    for kind in ("cpu_op", "runtime", "annotation", "sync"):
+        rows = index.rows(kind)
+        if len(rows):
+            _add_gap_overlaps(index, rows, g, sums)
     return {str(names[c]): int(sums[c]) for c in np.nonzero(sums)[0]}
 
+
+def _add_gap_overlaps(index, rows: np.ndarray, g: np.ndarray, sums: np.ndarray) -> None:
+    """Add to `sums` (by name code) how long the ops at `rows` overlap the gaps `g`."""
+    s, d = index.column("ts", rows), index.column("dur", rows)
+    # the gaps are disjoint and in time order: an op overlaps any iff it ends after the start of
+    # the first gap that ends after it starts (one binary search per op instead of a sort)
+    first = np.searchsorted(g[:, 1], s, side="right")
+    hit = first < len(g)
+    hit[hit] = s[hit] + d[hit] > g[first[hit], 0]
+    hit &= d > 0
+    hit = np.flatnonzero(hit)
+    if not len(hit):
+        return
+    s, e, first = s[hit], s[hit] + d[hit], first[hit]
+    last = np.searchsorted(g[:, 0], e, side="left")   # the op overlaps the gaps first..last-1
+    spans = last - first
+    op = np.repeat(np.arange(len(hit)), spans)
+    gap = np.repeat(first, spans) + np.arange(int(spans.sum())) - np.repeat(np.cumsum(spans) - spans, spans)
+    overlap = np.minimum(e[op], g[gap, 1]) - np.maximum(s[op], g[gap, 0])
+    codes = index.codes("name", rows[hit[op]])  # per name without materialising the strings
+    sums += np.bincount(codes, weights=overlap, minlength=len(sums))

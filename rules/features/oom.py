@@ -221,7 +221,7 @@ def _with_context(cause: str, reason: str, a: dict, mig: str | None, figures: di
 
 
 def _allocator_stats(ev: pd.DataFrame) -> dict[str, list[tuple[int, int, dict]]]:
-    """AllocatorStats rows (see _log_oom.allocator_fact) by artifact: (line, pid, figures)."""
+    """AllocatorStats rows (see logs.oom.allocator_fact) by artifact: (line, pid, figures)."""
     rows = ev[(ev["kind"] == "log") & (ev["name"] == "AllocatorStats")]
     out: dict[str, list[tuple[int, int, dict]]] = {}
     for art, loc, pid, raw in zip(rows["artifact"], rows["loc"], rows["pid"], rows["attrs"]):
@@ -262,7 +262,7 @@ _BARE_WORDING = {"cuda_error": "the CUDA runtime's bare \"out of memory\"",
 
 
 def _bare_reason(a: dict, figures: dict) -> str:
-    """The reason for OOMs whose wording carries no allocator figures (see _log_oom)."""
+    """The reason for OOMs whose wording carries no allocator figures (see logs.oom)."""
     wording = a.get("wording")
     what = f"the {_b(figures['tried_to_allocate'])} request" if figures.get("tried_to_allocate") else "no request size"
     if wording in _BARE_WORDING:
@@ -445,11 +445,11 @@ def _incidents(ooms: pd.DataFrame, snap: dict, stats: dict | None = None) -> lis
          "attrs.next_capture says what to keep to decide an undetermined one.")
 def oom_analysis(ctx) -> pd.DataFrame:
     ev = ctx.events
-    ooms = ev[ev["kind"] == "oom"]
+    ooms = ev.iloc[ctx.index.rows("oom")]
     if ooms.empty:
         return ooms
     snap = _snapshot_figures(ev)
-    regions = capture_regions(ev)
+    regions = capture_regions(ctx)
     rows = []
     stats = _allocator_stats(ev)
     mig = {art: next((a["mig_profile"] for _, _, a in rows if a.get("mig_profile")), "") for art, rows in stats.items()}

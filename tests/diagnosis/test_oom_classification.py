@@ -1,7 +1,7 @@
 """The OOM verdict from the figures PyTorch prints (public/logs/EXPECTED.md cases, in GiB)."""
 import pytest
 
-from ingest.parsers._log_oom import parse_oom
+from ingest.parsers.logs.oom import parse_oom
 from rules.features.oom import classify
 
 GIB, MIB = 2**30, 2**20
@@ -142,7 +142,7 @@ def test_more_oom_wordings(message, expect):
     ("Requested by user: yes", None),
 ])
 def test_allocator_fact(line, expect):
-    from ingest.parsers._log_oom import allocator_fact
+    from ingest.parsers.logs.oom import allocator_fact
     assert allocator_fact(line) == expect
 
 

@@ -18,7 +18,7 @@ PENDING = CAPTURES / "nvidia_smi" / "azurehpc_8gpu_535_page_retirement_pending.t
 
 @pytest.fixture
 def broken_pmon(monkeypatch):
-    import ingest.parsers.nvidia_smi_pmon as pmon
+    import ingest.parsers.nvidia_smi.pmon as pmon
 
     # a parse() of the parsers package (the position is read from their frames' `loc`)
     code = ("def parse(path, sink, report):\n"

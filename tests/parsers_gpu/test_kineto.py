@@ -227,8 +227,8 @@ def test_truncated_gzip_names_the_offset(tmp_path, corpus_dir):
 @pytest.fixture
 def small_windows(monkeypatch):
     """Windows of a few KiB: events, cuts and launches fall across many windows."""
-    from ingest.parsers import _kineto_decode
-    monkeypatch.setattr(_kineto_decode, "WINDOW_BYTES", 4096)
+    from ingest.parsers.kineto import decode as kineto_decode
+    monkeypatch.setattr(kineto_decode, "WINDOW_BYTES", 4096)
 
 
 @pytest.mark.parametrize("name", ["sync_stall_decode", "cudagraph_abort"])
@@ -272,7 +272,7 @@ def test_base_time_after_trace_events_is_applied_from_the_first_event(tmp_path, 
 def test_a_gzip_is_read_once_when_its_header_has_the_clock_base(tmp_path, corpus_dir, monkeypatch):
     """Reading the keys after traceEvents ahead means decompressing a gzip twice: skipped when
     the header already gives what the rows need; the rows are the same."""
-    from ingest.parsers import kineto
+    from ingest.parsers.kineto import trace as kineto
     path = corpus("h200", "healthy_decode", "kineto_trace.json.gz")
     assert b'"baseTimeNanoseconds"' in gzip.decompress(path.read_bytes())[:4096]
     (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
@@ -294,8 +294,8 @@ def test_malformed_json_mid_trace_names_its_byte(tmp_path, corpus_dir, small_win
 
 
 def test_keys_after_trace_events_past_the_read_ahead_are_reported(tmp_path, corpus_dir, monkeypatch):
-    from ingest.parsers import _kineto_decode
-    monkeypatch.setattr(_kineto_decode, "TAIL_BYTES", 16)  # too short to reach the array's end
+    from ingest.parsers.kineto import decode as kineto_decode
+    monkeypatch.setattr(kineto_decode, "TAIL_BYTES", 16)  # too short to reach the array's end
     path = corpus("public", "kineto", "hta_triton_example.json.gz")
     doc = load_json(path)
     _, report = parse_to_frame(path, tmp_path)
@@ -325,8 +325,8 @@ def test_long_digit_runs_flag_every_row_with_an_integer_beyond_int64():
 
     import numpy as np
 
-    from ingest.parsers._kineto_decode import has_big_int
-    from ingest.parsers.kineto import _long_digit_runs
+    from ingest.parsers.kineto.decode import has_big_int
+    from ingest.parsers.kineto.trace import _long_digit_runs
     rng = random.Random(16)
 
     def piece() -> str:

@@ -6,7 +6,7 @@ import csv
 import pytest
 
 from ingest.events import EventSink, ParseError, ParseReport
-from ingest.parsers import ncu_csv
+from ingest.parsers.ncu import csv_export as ncu_csv
 from tests.corpus import corpus
 from tests.parsers_gpu.helpers import attrs, parse_to_frame
 

@@ -5,7 +5,8 @@ import pytest
 
 from ingest.events import ParseError
 from ingest.io import read_head
-from ingest.parsers import flight_recorder, log
+from ingest.parsers.logs import parser as log
+from ingest.parsers.pytorch import flight_recorder
 from ingest.safe_pickle import load_path
 from tests.corpus import corpus
 from tests.parsers_logs._helpers import parse_with

@@ -1,4 +1,4 @@
-"""The line prefilter (_log_prefilter) skips work and nothing else, and no hostile line can make
+"""The line prefilter (logs.prefilter) skips work and nothing else, and no hostile line can make
 a text parser's regexes quadratic.
 
 The prefilter is a set of necessary conditions: a family's words must cover every line its
@@ -14,9 +14,11 @@ from pathlib import Path
 import pytest
 
 from ingest.events import EventSink, ParseError, ParseReport
-from ingest.parsers import _log_lines, dcgm, log
-from ingest.parsers._log_prefilter import KeywordGate, Needs
-from ingest.parsers._log_prefix import split_line
+from ingest.parsers.dcgm import exporter as dcgm
+from ingest.parsers.logs import lines as log_lines
+from ingest.parsers.logs import parser as log
+from ingest.parsers.logs.prefilter import KeywordGate, Needs
+from ingest.parsers.logs.prefix import split_line
 from tests.parsers_logs._helpers import parse_with
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -48,23 +50,23 @@ def bodies() -> list[str]:
 def test_every_family_that_matches_a_real_line_is_a_candidate(bodies):
     missed = []
     for body in bodies:
-        mask = _log_lines._GATE.candidates(body)
-        for bit, check in _log_lines._CHECKS:
+        mask = log_lines._GATE.candidates(body)
+        for bit, check in log_lines._CHECKS:
             if not mask & bit and check(body):
                 missed.append((check.__name__, body[:120]))
     assert not missed, missed[:10]
 
 
 def test_classify_is_the_same_with_the_prefilter_off(bodies):
-    on = [_log_lines.classify(b) for b in bodies]
-    with _log_lines.prefilter_disabled():
-        off = [_log_lines.classify(b) for b in bodies]
+    on = [log_lines.classify(b) for b in bodies]
+    with log_lines.prefilter_disabled():
+        off = [log_lines.classify(b) for b in bodies]
     assert sum(f is not None for f in off) > 500  # the corpus exercises the classifiers
     assert [repr(f) for f in on] == [repr(f) for f in off]
 
 
 def test_most_lines_run_few_families(bodies):
-    tried = sum(bin(_log_lines._GATE.candidates(b)).count("1") for b in bodies)
+    tried = sum(bin(log_lines._GATE.candidates(b)).count("1") for b in bodies)
     assert tried / len(bodies) < 3, tried / len(bodies)  # of 18 families
 
 
@@ -76,7 +78,7 @@ def test_parse_gives_the_same_events_with_the_prefilter_off(name):
     if not path.exists():
         pytest.skip("the shared log corpus is not here")
     on, _ = parse_with(log, path, year=2025)
-    with _log_lines.prefilter_disabled():
+    with log_lines.prefilter_disabled():
         off, _ = parse_with(log, path, year=2025)
     assert len(on) >= 1 and (on["kind"] != "log").any()
     assert on.drop(columns=["a"]).equals(off.drop(columns=["a"]))
@@ -94,7 +96,7 @@ def test_gate_reports_every_word_present_case_insensitively_and_the_openers():
 
 # --- hostile lines ------------------------------------------------------------------------------
 N = 65_000
-_WORDS = "".join(_log_lines._GATE.words)
+_WORDS = "".join(log_lines._GATE.words)
 HOSTILE = {  # issue 11: 20 lines of 65,000 "a" then "!" (1,348 bytes gzipped) cost 111 s of worker time
     "a_then_bang": "a" * N + "!",
     "letters_and_digits": ("a1" * N)[:N] + "!",        # the pdsh host prefix backtracked over these
@@ -106,9 +108,8 @@ HOSTILE = {  # issue 11: 20 lines of 65,000 "a" then "!" (1,348 bytes gzipped) c
     "dcgm_label": "DCGM_FI_DEV_GPU_UTIL{" + "a" * N + "} 1",
     "dcgm_config": " " * N + "x",
 }
-TEXT_PARSERS = ("log", "dcgm", "nvidia_smi_csv", "nvidia_smi_dmon", "nvidia_smi_pmon", "nvidia_smi_q", "ncu_csv",
-                "perf_script", "perf_trace",
-                "bpftrace")
+TEXT_PARSERS = ("logs.parser", "dcgm.exporter", "nvidia_smi.query_csv", "nvidia_smi.dmon", "nvidia_smi.pmon",
+                "nvidia_smi.q", "ncu.csv_export", "perf.script", "perf.trace", "perf.bpftrace")
 
 
 @pytest.fixture(scope="module")
@@ -130,7 +131,7 @@ def test_hostile_lines_cost_seconds_not_minutes(parser, hostile_files):
     module = importlib.import_module(f"ingest.parsers.{parser}")
     slow = {}
     for name, path in hostile_files.items():
-        sink, report = EventSink("hostile", module.SOURCE, lambda batch: None), ParseReport(format=parser)
+        sink, report = EventSink("hostile", module.SOURCE, lambda batch: None), ParseReport(format=module.FORMAT)
         start = time.perf_counter()
         try:
             kwargs = {"year": 2025} if module is log else {}

@@ -5,7 +5,7 @@ import re
 import pytest
 
 from ingest.io import read_head
-from ingest.parsers import log
+from ingest.parsers.logs import parser as log
 from tests.corpus import CORPUS, corpus
 from tests.parsers_logs._helpers import parse_with
 

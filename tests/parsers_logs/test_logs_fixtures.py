@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 
 from ingest.io import read_head
-from ingest.parsers import log
+from ingest.parsers.logs import parser as log
 from tests.corpus import corpus
 from tests.parsers_logs._helpers import parse_with
 

@@ -1,12 +1,12 @@
-"""Serving KV-cache lines (_log_serving) and TorchDynamo reports (_log_dynamo, GraphBreak):
+"""Serving KV-cache lines (logs.serving) and TorchDynamo reports (logs.dynamo, GraphBreak):
 the real excerpts of tests/fixtures/open_world, plus the other wordings written out here."""
 import time
 from pathlib import Path
 
 import pytest
 
-from ingest.parsers import log
-from ingest.parsers._log_serving import classify_serving
+from ingest.parsers.logs import parser as log
+from ingest.parsers.logs.serving import classify_serving
 from tests.parsers_logs._helpers import parse_with
 
 OPEN_WORLD = Path(__file__).resolve().parent.parent / "fixtures" / "open_world"
@@ -307,14 +307,14 @@ def test_traceback_cut_at_dynamo_unimplemented_is_unsupported():
 def test_cudagraph_rerecords_and_skip_wordings():
     (rr,) = _rows(_parse("torch_compile", "parler_tts_93_cudagraph_550_distinct_sizes.log"), "CudagraphRerecords")
     assert rr.value == 550
-    from ingest.parsers._log_lines import classify
+    from ingest.parsers.logs.lines import classify
     f = classify("skipping cudagraphs due to disabling cudagraphs due to incompatible op "
                  "aten._local_scalar_dense.default")
     assert f.name == "CudagraphsSkipped" and f.attrs["reason"] == "incompatible op aten._local_scalar_dense.default"
 
 
 def test_progress_bar_pattern_is_linear():
-    from ingest.parsers._log_prefix import split_line
+    from ingest.parsers.logs.prefix import split_line
     start = time.perf_counter()
     for junk in ("a" * 60000, "[00:00<" + "?" * 60000, "x" * 299 + "[00:00<?, ?it/s" + "]" * 30000,
                  "[1:00, " + "1" * 60000 + "it/s"):

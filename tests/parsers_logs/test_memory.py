@@ -3,7 +3,7 @@ import json
 import pytest
 
 from ingest.io import read_head
-from ingest.parsers import memory_snapshot, memory_stats
+from ingest.parsers.pytorch import memory_snapshot, memory_stats
 from ingest.safe_pickle import load_path
 from tests.corpus import corpus
 from tests.parsers_logs._helpers import parse_with

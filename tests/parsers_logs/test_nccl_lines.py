@@ -9,9 +9,9 @@ import re
 import time
 from pathlib import Path
 
-from ingest.parsers import log
-from ingest.parsers._log_lines import classify
-from ingest.parsers._log_nccl import join_wrapped, record_incomplete
+from ingest.parsers.logs import parser as log
+from ingest.parsers.logs.lines import classify
+from ingest.parsers.logs.nccl import join_wrapped, record_incomplete
 from tests.parsers_logs._helpers import parse_with
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures"
@@ -134,7 +134,7 @@ def test_fr_analyzer_mismatch_verdict():
 
 
 def test_ras_json_report_rows_match_the_text_report():
-    from ingest.parsers import nccl_ras_json
+    from ingest.parsers.logs import nccl_ras_json
     path = WATCHDOG / "nccl_docs_ras_json_unresponsive_rank.json"
     df, report = parse_with(nccl_ras_json, path)
     assert list(df["name"]) == ["NCCLRasCommunicator", "NCCLRasMissingRanks", "NCCLRasRank"]
@@ -210,10 +210,10 @@ def _best_of(fn, arg, n=5) -> float:
 def test_nccl_line_patterns_are_linear_on_long_lines():
     """A 64 KiB line of word characters (or of the patterns' own literals) costs at most ~4x a
     16 KiB one; a quadratic pattern costs 16x (the old result-chain pattern took 30-40 s)."""
-    from ingest.parsers import _log_lines, _log_nccl
-    checks = (_log_lines._nccl_info, _log_nccl.transport_failure, _log_nccl.coll_line, _log_nccl.xla_rendezvous,
-              _log_nccl.horovod_stall, _log_nccl.collective_mismatch, _log_nccl.cuda_fault_in_nccl,
-              _log_nccl.record_incomplete, _log_nccl.rank_hang)
+    from ingest.parsers.logs import lines as log_lines, nccl as log_nccl
+    checks = (log_lines._nccl_info, log_nccl.transport_failure, log_nccl.coll_line, log_nccl.xla_rendezvous,
+              log_nccl.horovod_stall, log_nccl.collective_mismatch, log_nccl.cuda_fault_in_nccl,
+              log_nccl.record_incomplete, log_nccl.rank_hang)
     for unit in ("a", "a/", "x.cc:1 -> ", "socket", ": opCount ", "NET/IB : ", "subset of ranks ",
                  "This thread has been waiting for `", "Ranks 1, 2 monitoredBarrier "):
         small, big = ((unit * (n // len(unit) + 1))[:n] for n in (16 * 1024, 64 * 1024))

@@ -2,7 +2,7 @@
 import numpy as np
 import pandas as pd
 
-from rules.features import as_event_frame
+from rules.features import TraceContext, as_event_frame
 from rules.features.gpu import _host_time_in
 
 
@@ -22,4 +22,4 @@ def test_host_time_in_gaps_matches_a_loop_over_gaps():
         inside = host & (ts < hi) & (ts + dur > lo)
         for name, s, e in zip(names[inside], ts[inside], (ts + dur)[inside]):
             want[name] = want.get(name, 0) + int(min(e, hi) - max(s, lo))
-    assert _host_time_in(ev, bounds) == want
+    assert _host_time_in(TraceContext(ev), bounds) == want

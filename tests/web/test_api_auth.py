@@ -34,8 +34,8 @@ def test_a_valid_token_gets_in(alice_api):
     assert alice_api.get("/api/v1/traces/").status_code == 200
 
 
-@pytest.mark.django_db
-def test_the_schema_and_docs_are_served_locally(client):
+def test_the_schema_and_docs_are_served_locally(client, alice):
+    client.force_login(alice)  # behind a login by default (tests/web/test_hardening_api_docs.py)
     assert client.get("/api/schema/").status_code == 200
     docs = client.get("/api/docs/").content.decode()
     assert "swagger-ui" in docs and "cdn.jsdelivr" not in docs

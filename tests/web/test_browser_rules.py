@@ -13,6 +13,7 @@ from ingest.tasks import parse_trace
 from ingest.uploads import create_trace
 from tests.corpus import corpus
 from tests.web.conftest import SHOTS
+from tests.web.rule_editor_page import type_rule
 from tests.web.test_rule_pages import where
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
@@ -60,14 +61,12 @@ def test_write_test_and_save_a_rule_then_read_the_latency_chart(decode_trace, li
     page.click("button[type=submit]")
     page.wait_for_url("**/rules/new/")
 
-    page.fill("#id_yaml", TYPO)
-    page.press("#id_yaml", "End")  # a keystroke: htmx validates 500 ms after typing stops
-    error = page.wait_for_selector(f"#validation .error >> text={where(TYPO, 'malocs')}")
+    type_rule(page, TYPO)  # htmx validates 400 ms after the editor's text stops changing
+    error = page.wait_for_selector(f"#validation li.rule-error:has-text('{where(TYPO, 'malocs')}')")
     assert "malocs" in error.inner_text()
     page.screenshot(path=str(SHOTS / "rule_editor_error.png"), full_page=True)
 
-    page.fill("#id_yaml", RULE)
-    page.press("#id_yaml", "End")
+    type_rule(page, RULE)
     assert "valid: team.malloc-in-decode v1" in page.wait_for_selector("#validation .ok").inner_text()
     page.select_option("#id_trace", str(decode_trace.pk))
     page.click("#test-form button[type=submit]")

@@ -3,6 +3,7 @@ timeline, click an evidence item and land on its event, the phone layout without
 page scroll, the dark theme. Screenshots land in test-artifacts/browser/."""
 import pytest
 
+from tests.web.browser_wait import wait_for_js
 from tests.web.conftest import SHOTS
 from tests.web.test_timeline_api import diagnosed
 
@@ -21,7 +22,7 @@ def logged_in_page(browser, live_server, trace, **context):
     page.fill("#id_password", "alice-pw-123")
     page.click("button[type=submit]")
     page.wait_for_url(f"**/traces/{trace.pk}/")
-    page.wait_for_function("window.tracedocTimeline && window.tracedocTimeline.items().length > 0")
+    wait_for_js(page, "window.tracedocTimeline && window.tracedocTimeline.items().length > 0")
     return page
 
 
@@ -53,7 +54,7 @@ def test_zoom_into_a_kernel_and_land_on_evidence(graph_trace, live_server, brows
     evidence.scroll_into_view_if_needed()
     with page.expect_response(lambda r: "/timeline/" in r.url and "loc=" in r.url):
         evidence.click()
-    page.wait_for_function("document.querySelector('.timeline-detail').innerText.includes('traceEvents[10]')")
+    wait_for_js(page, "document.querySelector('.timeline-detail').innerText.includes('traceEvents[10]')")
     row = page.evaluate("() => window.tracedocTimeline.highlight()")
     assert any(i["row"] == row for i in page.evaluate("() => window.tracedocTimeline.items()") if "row" in i)
     page.screenshot(path=str(SHOTS / "timeline_evidence.png"), full_page=False)

@@ -73,7 +73,7 @@ def test_another_teams_rule_is_404(logged_in, theirs):
 
 def test_the_new_rule_page_starts_from_a_valid_commented_template(logged_in):
     body = logged_in.get("/rules/new/").content.decode()
-    assert 'hx-trigger="keyup changed delay:500ms"' in body and 'hx-post="/rules/validate/"' in body
+    assert 'hx-trigger="keyup changed delay:500ms, editor-change delay:400ms"' in body and 'hx-post="/rules/validate/"' in body
     textarea = body.split('name="yaml"', 1)[1].split(">", 1)[1].split("</textarea>", 1)[0]
     starter = html.unescape(textarea)
     assert starter.lstrip().startswith("#")  # commented, for a team to adapt

@@ -1,0 +1,1 @@
+"""DCGM: dcgm-exporter's Prometheus text and counter configuration CSV (exporter)."""

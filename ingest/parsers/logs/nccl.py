@@ -1,0 +1,498 @@
+"""NCCL and c10d lines beyond the watchdog timeout itself: reports that ranks disagree on a
+collective, NCCL RAS (`ncclras`) status reports, CUDA faults that surface through the NCCL
+watchdog, and records a terminal or a logger wrapped over several lines.
+
+Every classifier returns `(kind, name, attrs, severity)` or None, like logs.serving. Patterns
+are fixed (ours) and anchored or bounded: no nested quantifiers over the untrusted line.
+"""
+from __future__ import annotations
+
+import re
+
+from dataclasses import dataclass, field
+
+from ingest.parsers.logs.cuda import CUDA_ERRORS, find_cuda_error
+
+Hit = tuple[str, str, dict, str]
+
+# --- ranks disagree on a collective ------------------------------------------------------------
+# TORCH_DISTRIBUTED_DEBUG=DETAIL (ProcessGroupWrapper) checks every collective's fingerprint
+_FINGERPRINT_MISMATCH = "Detected mismatch between collectives"  # "... on ranks." (a wrap may cut it)
+_FP_SIDE = re.compile(r"Rank (\d{1,7}) is running (?:inconsistent )?collective:\s?CollectiveFingerPrint\(")
+_FP_FIELDS = {"seq": re.compile(r"SequenceNumber=(\d{1,20})"), "op": re.compile(r"OpType=(\w{1,40})"),
+              "shape": re.compile(r"TensorShape=\[([^\]]{0,400})\]"), "dtype": re.compile(r"TensorDtypes=(\w{1,40})")}
+_FP_ASPECTS = (("Sequence number:", "sequence number"), ("Op type:", "op type"), ("shapes:", "shape"),
+               ("dtypes:", "dtype"), ("devices:", "device"))
+# NCCL's own checks: the COLL-log consistency check (2.4-2.7), and the transports that see a
+# peer send more bytes than this rank posted for the same step
+# (2.4: "Your program may be hanging, this may be caused by a collective mismatch around rank N")
+_NCCL_MISMATCHED = re.compile(r"Mismatched collective detected(?:, please check your collective calls at and "
+                              r"around rank (\d{1,7}))?|caused by a collective mismatch around rank (\d{1,7})")
+_IB_MISMATCH = re.compile(r"NET/IB ?: (?:req \d+/\d+ tag \w+ peer (\S{1,80}) )?collective mismatch error,? "
+                          r"local size (\d{1,20}) remote(?: size)? (\d{1,20})")
+_SOCKET_TRUNCATED = re.compile(r"NET/Socket ?: (?:peer (\S{1,80}) )?message truncated ?:? ?"
+                               r"(?:receiving (\d{1,20}) bytes instead of (\d{1,20}))?")
+
+# What a line must contain for collective_mismatch to match (the line prefilter's words, matched
+# case-insensitively; logs.prefilter): keep in step with the patterns above.
+MISMATCH_WORDS = ("detected mismatch between collectives", "mismatched collective", "collective mismatch",
+                  "message truncated")
+
+
+def collective_mismatch(body: str) -> Hit | None:
+    if _FINGERPRINT_MISMATCH in body:
+        return "error", "CollectiveFingerprintMismatch", fingerprint_attrs(body), "critical"
+    m = _NCCL_MISMATCHED.search(body)
+    if m:
+        around = m.group(1) or m.group(2)
+        rank = int(around) if around else None
+        return "error", "NCCLMismatchedCollective", {
+            "around_rank": rank, "detail": "NCCL's consistency check saw ranks call different collectives"
+            + (f" at and around rank {rank}" if rank is not None else "")}, "critical"
+    m = _IB_MISMATCH.search(body)
+    if m:  # the sender checks its message against the receive the peer posted
+        return "error", "NCCLCollectiveSizeMismatch", _sizes("IB", m.group(1), m.group(2), m.group(3), "sends"), \
+            "critical"
+    m = _SOCKET_TRUNCATED.search(body)
+    if m:  # the receiver checks the incoming message against its own posted receive
+        return "error", "NCCLCollectiveSizeMismatch", _sizes("Socket", m.group(1), m.group(2), m.group(3),
+                                                             "receives"), "critical"
+    return None
+
+
+def fingerprint_attrs(body: str) -> dict:
+    """Both sides of a ProcessGroupWrapper report, and what differs between them."""
+    starts = [(m.start(), int(m.group(1)), m.end()) for m in _FP_SIDE.finditer(body)][:2]
+    sides = []
+    for i, (_, rank, end) in enumerate(starts):
+        stop = starts[i + 1][0] if i + 1 < len(starts) else len(body)
+        seg = body[end:stop]
+        found = {k: rx.search(seg) for k, rx in _FP_FIELDS.items()}
+        sides.append({"rank": rank, **{k: m.group(1) if m else None for k, m in found.items()}})
+    differs = _aspects(body) or _compare(sides)
+    attrs: dict = {"ranks": [s["rank"] for s in sides], "sides": sides, "differs": differs,
+                   "differs_text": ", ".join(differs) or "not stated"}
+    for key in ("seq", "op", "shape", "dtype"):
+        values = [s[key] for s in sides if s[key] is not None]
+        attrs[key] = values[0] if values else None
+    attrs["seq"] = int(attrs["seq"]) if attrs["seq"] is not None else None
+    attrs["detail"] = "; ".join(
+        f"rank {s['rank']} ran {s['op'] or '?'}" + (f" shape [{s['shape']}]" if s["shape"] is not None else "")
+        + (f" {s['dtype']}" if s["dtype"] else "") + (f" (seq {s['seq']})" if s["seq"] is not None else "")
+        for s in sides) or "the ranks' fingerprints are cut from this line"
+    return attrs
+
+
+def _aspects(body: str) -> list[str]:
+    _, sep, tail = body.partition("Collectives differ in the following aspects:")
+    return [name for key, name in _FP_ASPECTS if key in tail] if sep else []
+
+
+def _compare(sides: list[dict]) -> list[str]:
+    if len(sides) < 2:
+        return []
+    a, b = sides[0], sides[1]
+    names = {"seq": "sequence number", "op": "op type", "shape": "shape", "dtype": "dtype"}
+    return [names[k] for k in names if a[k] is not None and b[k] is not None and a[k] != b[k]]
+
+
+def _sizes(transport: str, peer: str | None, message: str | None, posted: str | None, side: str) -> dict:
+    """`message` bytes moved for a step where the receive side posted `posted` bytes."""
+    size, room = (int(message) if message else None), (int(posted) if posted else None)
+    if size is None or room is None:
+        detail = "a message was larger than the receive posted for it (sizes cut from this line)"
+    elif side == "sends":
+        detail = f"this rank's {size:,}-byte message did not match the {room:,}-byte receive its peer posted"
+    else:
+        detail = f"this rank receives {size:,} bytes where it posted a {room:,}-byte receive"
+    return {"transport": transport, "peer": peer or "", "message_bytes": size, "posted_bytes": room,
+            "detail": detail}
+
+
+# --- CUDA faults surfacing through the NCCL watchdog -----------------------------------------
+_NCCL_CONTEXT = ("watchdog thread terminated with exception", "NCCL error", "ProcessGroupNCCL",
+                 "unhandled cuda error", "ncclUnhandledCudaError")
+_CUDA_ERROR_TEXT = re.compile(r"CUDA error: ([a-z][a-z0-9 ()/,'-]{3,120})")
+_FAULT_MESSAGES = [(msg, (name, code)) for name, code, msg in CUDA_ERRORS]
+
+CUDA_FAULT_WORDS = tuple(c.lower() for c in _NCCL_CONTEXT)   # the prefilter's words for cuda_fault_in_nccl
+
+
+def cuda_fault_in_nccl(body: str) -> Hit | None:
+    """The watchdog found the CUDA context broken (cudaEventQuery failed): the CUDA error is the
+    cause and the NCCL failure its consequence. A message cut by a terminal wrap still names it."""
+    if not any(c in body for c in _NCCL_CONTEXT):
+        return None
+    hit = find_cuda_error(body) or _cut_message(body)
+    if not hit:
+        return None
+    name, code = hit
+    return "error", name, {"cuda_error": name, "cuda_code": code, "surfaced_by": "nccl_watchdog"
+                           if "watchdog" in body.lower() else "nccl"}, "error"
+
+
+def _cut_message(body: str) -> tuple[str, int] | None:
+    m = _CUDA_ERROR_TEXT.search(body)
+    text = m.group(1).rstrip() if m else ""
+    if len(text) < 8:
+        return None
+    return next((hit for msg, hit in _FAULT_MESSAGES if msg.startswith(text)), None)
+
+
+# --- records wrapped over several lines ------------------------------------------------------
+_COMPLETE = (
+    ("Watchdog caught collective operation timeout", re.compile(r"milliseconds before timing out")),
+    ("detected by watchdog at work", re.compile(r"last completed[\w ]{0,12}: ?-?\d+")),
+    ("Exception (either an error or timeout) detected", re.compile(r"at work: ?\d+")),
+    ("failure detected by watchdog", re.compile(r"last completed[\w ]{0,12}: ?-?\d+")),
+    ("message truncated", re.compile(r"bytes instead of \d+")),
+    ("This thread has been waiting for", re.compile(r"may be stuck")),       # XLA's rendezvous
+    ("Termination timeout", re.compile(r"\d ?(?:seconds|s) exceeded")),
+)
+MAX_WRAP_LINES = 4
+
+
+def record_incomplete(text: str) -> bool:
+    """A known NCCL/c10d record whose required tail is not in `text` yet."""
+    for start, tail in _COMPLETE:
+        if start in text and not tail.search(text):
+            return True
+    m = _CUDA_ERROR_TEXT.search(text) if "watchdog thread terminated" in text else None
+    if m and not find_cuda_error(text) and _cut_message(text):
+        return True
+    return False
+
+
+_PHRASES = ("Watchdog caught collective operation timeout", "WorkNCCL(", "SeqNum=", "OpType=", "NumelIn=",
+            "NumelOut=", "Timeout(ms)=", "milliseconds before timing out", "detected by watchdog at work",
+            "last enqueued", "last completed", "message truncated", "bytes instead of", "CUDA error: ",
+            "may be stuck", "seconds exceeded", "threads to join")
+
+
+def join_wrapped(head: str, tail: str) -> str:
+    """A terminal wraps mid-token (join as is); a logger wraps at a space it may drop: keep the
+    join that restores more of the record's fixed phrases (ties: as is)."""
+    tight = head + tail
+    if head.endswith(" ") or tail.startswith(" "):
+        return tight
+    spaced = head + " " + tail
+    score = (lambda text: (not record_incomplete(text), sum(p in text for p in _PHRASES)))
+    return spaced if score(spaced) > score(tight) else tight
+
+
+# --- NCCL RAS (ncclras, NCCL 2.24+) ----------------------------------------------------------
+_RAS = (
+    ("NCCLRasCommunicator", "log", re.compile(r"^#(?P<group>\d{1,6})-(?P<comm>\d{1,6}) \((?P<hash>[0-9a-f]{1,16})\) "
+                                              r"(?P<status>[A-Z][A-Z,]{1,60})$")),
+    ("NCCLRasMissingRanks", "error", re.compile(r"^ *Missing communicator data from (?P<count>\d{1,7}) "
+                                                r"(?P<unit>rank|job process)")),
+    ("NCCLRasDeadProcesses", "error", re.compile(r"^ *(?P<count>\d{1,7}) job process(?:es)? (?:is|are) "
+                                                 r"considered dead")),
+    # monitoring mode (2.29+): "[time] PEER_DEAD: Process 1524345 on node 172.16.64.245 managing GPU 1"
+    ("NCCLRasDeadProcesses", "error", re.compile(r"^PEER_DEAD: Process (?P<pid>\d{1,10}) on node (?P<node>\S{1,80})")),
+    # JSON output (2.28.7+, `ncclras -f json`): one key per line
+    ("NCCLRasMissingRanks", "error", re.compile(r'^ *"missing_ranks_count": (?P<count>[1-9]\d{0,6}),?$')),
+    ("NCCLRasCommunicator", "log", re.compile(r'^ *"hash": "0x(?P<hash>[0-9a-f]{1,16})",?$')),
+    ("NCCLRasOpCountMismatch", "error", re.compile(r"^ *Communicator ranks have different (?:(?P<op>\w{1,30}) )?"
+                                                   r"(?:collective )?operation counts")),
+    ("NCCLRasStatusMismatch", "log", re.compile(r"^ *Communicator ranks have different status")),
+    ("NCCLRasAsyncError", "error", re.compile(r"^ *(?P<kind>Asynchronous|Initialization) errors? on "
+                                              r"(?P<count>\d{1,7}) ranks?")),
+    ("NCCLRasOpCount", "log", re.compile(r"^ *(?P<count>\d{1,7}) ranks? ha(?:s|ve) launched up to operation "
+                                         r"(?P<operation>\d{1,20})")),
+    ("NCCLRasOpCount", "log", re.compile(r"^ *(?P<count>\d{1,7}) ranks? ha(?:s|ve) not launched any operations")),
+    ("NCCLRasRank", "log", re.compile(r"^ *Rank (?P<rank>\d{1,7})(?: has launched up to operation "
+                                      r"(?P<operation>\d{1,20}))?(?: has not launched any operations)?"
+                                      r"(?: has status (?P<status>\w{1,20}))? -- (?:GPU (?P<gpu>\S{1,20}) managed by "
+                                      r"process (?P<pid>\d{1,10}) on node (?P<node>\S{1,80})|\[process information)")),
+    ("NCCLRasMissingRankList", "log", re.compile(r"^ *The missing ranks?: (?P<ranks>[\d, ]{1,400})$")),
+    ("NCCLRasProcess", "log", re.compile(r"^ *Process (?P<pid>\d{1,10}) on node (?P<node>\S{1,80}) managing "
+                                         r"GPUs? (?P<gpus>\S{1,80})")),
+)
+
+# The prefilter's words (case-insensitive) for ras_line, coll_line, comm_init, xla_rendezvous and
+# horovod_stall below; RAS_STARTS for the communicator lines ("#0-1 (hash) OK"). Keep in step.
+RAS_WORDS = ("missing communicator data from", "considered dead", "peer_dead: ", '"missing_ranks_count": ',
+             '"hash": "0x', "communicator ranks have different", "asynchronous error", "initialization error",
+             "launched up to operation", "not launched any operations", "managed by process", "[process information",
+             "the missing rank", " managing gpu",
+             ": opcount ", "init complete", "rendezvous", "termination timeout", "subset of ranks")
+RAS_STARTS = "#"
+
+
+def ras_line(body: str) -> Hit | None:
+    """One line of an `ncclras` status report (text format)."""
+    if len(body) > 600:
+        return None
+    for name, kind, rx in _RAS:
+        m = rx.match(body)
+        if m:
+            attrs = {k: _int(v) for k, v in m.groupdict().items() if v is not None}
+            if "ranks" in attrs:
+                attrs["ranks"] = [int(x) for x in re.findall(r"\d+", str(attrs["ranks"]))]
+            if name == "NCCLRasOpCount" and "operation" not in attrs:
+                attrs["operation"] = 0
+            return kind, name, attrs, ("warning" if kind == "error" else "")
+    return None
+
+
+def _int(v: str):
+    return int(v) if v.isdigit() else v
+
+
+# --- NCCL transport failures ----------------------------------------------------------------------
+# ibv_wc_status of an IB completion error (verbs.h), with what it usually means for NCCL
+IB_STATUS = {
+    1: "IBV_WC_LOC_LEN_ERR", 2: "IBV_WC_LOC_QP_OP_ERR", 4: "IBV_WC_LOC_PROT_ERR (a local memory registration "
+    "problem)", 5: "IBV_WC_WR_FLUSH_ERR (the queue pair was already in error: a consequence of an earlier failure)",
+    9: "IBV_WC_REM_INV_REQ_ERR", 10: "IBV_WC_REM_ACCESS_ERR (the peer rejected the access)",
+    11: "IBV_WC_REM_OP_ERR (the peer could not complete the operation)",
+    12: "IBV_WC_RETRY_EXC_ERR (retries exhausted: the peer stopped acknowledging, its process died or the path "
+    "to it failed)", 13: "IBV_WC_RNR_RETRY_EXC_ERR (the peer never posted a receive)",
+}
+_IB_COMPLETION = re.compile(r"NET/IB\w{0,8} ?: ?Got completion from peer (\S{1,80}?)(?:<(\d{1,6})>)? with "
+                            r"(?:status=|error )(\d{1,4})")
+_IB_FIELDS = {"opcode": re.compile(r"opcode[= ](\d{1,10})"), "length": re.compile(r"\blen[= ](\d{1,12})"),
+              "vendor_err": re.compile(r"vendor err (\d{1,6})")}
+# (transport, pattern) of NCCL's own words for a link, socket or peer that failed; each starts
+# with a literal, and its repetition is bounded
+_TRANSPORT = (
+    ("IB", re.compile(r"NET/IB\w{0,8} ?: ?Got async (?:error )?event ?: ?[\w ]{1,60}")),
+    ("IB", re.compile(r"\bibv_\w{1,40} (?:failed|error)[^\n]{0,80}")),
+    ("socket", re.compile(r"\bsocket\w{0,24}: ?[^\n]{0,120}?(?:failed|Connection (?:reset|closed|refused|timed out)|"
+                          r"exceeded (?:error )?retr)[^\n]{0,80}")),
+    ("socket", re.compile(r"\bSocket (?:recv|send) failed[^\n]{0,80}")),
+    ("socket", re.compile(r"NET/Socket\w{0,8} ?: ?[^\n]{0,80}?(?:failed|error|Connection (?:reset|closed))[^\n]{0,80}")),
+    ("OFI", re.compile(r"NET/OFI\b[^\n]{0,120}?(?:error|failed)[^\n]{0,80}")),
+    ("bootstrap", re.compile(r"Bootstrap ?: ?(?:no socket interface found|[^\n]{0,80}?failed)[^\n]{0,80}")),
+    ("", re.compile(r"remote process exited or there was a network error|\bncclRemoteError\b|"
+                    r"Net : Connection closed[^\n]{0,80}|Connection closed by remote peer[^\n]{0,80}")),
+    ("", re.compile(r"ncclSystemError: System call \(e\.g\. socket[^\n]{0,80}")),
+)
+# a reset connection is NCCL's only when NCCL, c10d or their store said so (not an HTTP client)
+_RESET = re.compile(r"Connection reset by peer")
+_RESET_CONTEXT = re.compile(r"NCCL|nccl|socket|c10d|ProcessGroup|Dist\w{0,12}Error|store|[Bb]ootstrap|NET/")
+
+# What a line must contain for transport_failure to match (the prefilter's words, case-insensitive)
+TRANSPORT_WORDS = ("net/ib", "ibv_", "socket", "net/ofi", "bootstrap", "remote process exited", "ncclremoteerror",
+                   "connection closed", "ncclsystemerror", "connection reset by peer")
+
+
+def transport_failure(body: str) -> dict | None:
+    """What NCCL's transport said failed: the IB completion status, a socket call, an async port
+    event, a peer that closed its connection; attrs.detail quotes it. None for anything else."""
+    m = _IB_COMPLETION.search(body)
+    if m:
+        status = int(m.group(3))
+        attrs: dict = {"transport": "IB", "peer": m.group(1), "peer_port": int(m.group(2)) if m.group(2) else None,
+                       "ib_status": status, "ib_status_name": IB_STATUS.get(status, f"IB status {status}")}
+        for key, rx in _IB_FIELDS.items():
+            f = rx.search(body, m.end())
+            attrs[key] = int(f.group(1)) if f else None
+        attrs["detail"] = (f"IB completion error from peer {m.group(1)}: status {status} "
+                           f"{attrs['ib_status_name']}")
+        return attrs
+    for transport, rx in _TRANSPORT:
+        m = rx.search(body)
+        if m:
+            return {"transport": transport or _guess_transport(body), "detail": m.group(0).strip(" '\".,;")[:240]}
+    m = _RESET.search(body)
+    if m and _RESET_CONTEXT.search(body):
+        return {"transport": _guess_transport(body), "detail": body[max(0, m.start() - 120):m.end()].strip()}
+    return None
+
+
+def _guess_transport(body: str) -> str:
+    return "IB" if "NET/IB" in body else ("socket" if "ocket" in body else "")
+
+
+# --- per-call COLL lines (NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=COLL) --------------------------------
+# "AllReduce: opCount 28c sendbuff 0x.. recvbuff 0x.. count 9984512 datatype 7 op 0 root 0
+#  comm 0x55bef0201370 [nranks=4] stream 0x.."; opCount numbers the calls of one communicator
+NCCL_DTYPES = {0: "int8", 1: "uint8", 2: "int32", 3: "uint32", 4: "int64", 5: "uint64", 6: "float16", 7: "float32",
+               8: "float64", 9: "bfloat16", 10: "fp8e4m3", 11: "fp8e5m2"}
+_COLL_OP = re.compile(r"([A-Z][A-Za-z]{1,29})$")
+_COLL_FIELDS = re.compile(r"\b(opCount|sendbuff|recvbuff|count|datatype|op|root|comm|stream) ([\w()]{1,40})")
+_NRANKS = re.compile(r"\[nranks=(\d{1,7})\]")
+# another process's envelope printed into the same line (interleaved output)
+_COLL_ENVELOPE = re.compile(r"([\w.-]{1,100}):(\d{1,10}):(\d{1,10}) \[(\d{1,4})\] NCCL INFO $")
+
+
+def coll_line(body: str) -> Hit | None:
+    at = body.find(": opCount ")
+    if at < 0:
+        return None
+    op = _COLL_OP.search(body[max(0, at - 30):at])
+    if not op:
+        return None
+    fields = dict(_COLL_FIELDS.findall(body[at:at + 600]))
+    try:
+        opcount = int(fields["opCount"], 16)
+    except (KeyError, ValueError):
+        return None
+    attrs: dict = {"op": op.group(1), "opcount": opcount, "opcount_hex": fields["opCount"],
+                   "count": _int_or_none(fields.get("count")), "datatype": _int_or_none(fields.get("datatype")),
+                   "redop": _int_or_none(fields.get("op")), "root": _int_or_none(fields.get("root")),
+                   "comm": fields.get("comm", ""), "stream": fields.get("stream", "")}
+    attrs["dtype"] = NCCL_DTYPES.get(attrs["datatype"], str(attrs["datatype"]))
+    n = _NRANKS.search(body, at)
+    attrs["nranks"] = int(n.group(1)) if n else None
+    env = _COLL_ENVELOPE.search(body[max(0, at - len(op.group(1)) - 140):at - len(op.group(1))])
+    if env:
+        attrs.update(coll_host=env.group(1), coll_pid=int(env.group(2)), coll_device=int(env.group(4)))
+    return "log", "NCCLColl", attrs, ""
+
+
+def _int_or_none(v: str | None) -> int | None:
+    return int(v) if v is not None and v.lstrip("-").isdigit() else None
+
+
+_COMM_INIT = re.compile(r"\bcomm (0x[0-9a-fA-F]{1,16}) rank (\d{1,7}) nranks (\d{1,7}) cudaDev (\d{1,4})")
+_COMM_ID = re.compile(r"\bcommId (0x[0-9a-fA-F]{1,16})")
+
+
+def comm_init(body: str) -> Hit | None:
+    """"comm 0x.. rank R nranks N cudaDev D ... commId 0x.. - Init COMPLETE": which rank of which
+    communicator a comm pointer is (the COLL lines name only the pointer)."""
+    if "Init COMPLETE" not in body:
+        return None
+    m = _COMM_INIT.search(body)
+    if not m:
+        return None
+    cid = _COMM_ID.search(body, m.end())
+    return "log", "NCCLCommInit", {"comm": m.group(1), "comm_rank": int(m.group(2)), "nranks": int(m.group(3)),
+                                   "cuda_dev": int(m.group(4)), "comm_id": cid.group(1) if cid else ""}, ""
+
+
+# --- XLA's collective rendezvous (JAX, TensorFlow/XLA) -----------------------------------------------
+# XLA's own watchdog: the local participants of a collective meet host-side before NCCL runs
+# (wordings: "for `name` for N seconds and may be stuck. Expected N threads to join the rendezvous,
+# but not all of them arrived on time." / older "for N seconds and may be stuck:"; the termination
+# "Termination timeout [for `name`] of N seconds exceeded. Exiting ... [Expected N threads to join the
+# rendezvous, but only M of them arrived on time.]" exits the process)
+_XLA_STUCK = re.compile(r"This thread has been waiting for (?:`([^`]{1,400})` for )?(\d{1,6}) ?(?:seconds|s)\b"
+                        r"[^\n]{0,20}?may be stuck")
+_XLA_TERMINATED = re.compile(r"Termination timeout (?:for `([^`]{1,400})` )?of (\d{1,6}) ?(?:seconds|s) exceeded")
+_XLA_EXPECTED = re.compile(r"Expected (\d{1,6}) threads to join the rendezvous(?:, but only (\d{1,6}) of them arrived)?")
+
+
+def xla_rendezvous(body: str) -> Hit | None:
+    if "rendezvous" not in body and "Termination timeout" not in body:
+        return None
+    expected = _XLA_EXPECTED.search(body)
+    counts = {"expected": int(expected.group(1)) if expected else None,
+              "arrived": int(expected.group(2)) if expected and expected.group(2) else None}
+    counts["missing"] = counts["expected"] - counts["arrived"] if counts["arrived"] is not None else None
+    m = _XLA_TERMINATED.search(body)
+    if m:
+        return "error", "XLARendezvousTimeout", {"rendezvous": (m.group(1) or "")[:200], "waited_s": int(m.group(2)),
+                                                 **counts}, "critical"
+    m = _XLA_STUCK.search(body)
+    if m:
+        return "error", "XLARendezvousStuck", {"rendezvous": (m.group(1) or "")[:200], "waited_s": int(m.group(2)),
+                                               **counts}, "warning"
+    return None
+
+
+# Horovod's stall inspector: a collective some ranks submitted waits for the others
+_HOROVOD_STALL = re.compile(r"submitted to be [\w, ]{1,60} by subset of ranks and are waiting for remainder of "
+                            r"ranks for more than (\d{1,7}) seconds")
+
+
+def horovod_stall(body: str) -> Hit | None:
+    m = _HOROVOD_STALL.search(body) if "subset of ranks" in body else None
+    return ("error", "HorovodStall", {"waited_s": int(m.group(1))}, "warning") if m else None
+
+
+# c10d's store barrier at start-up: "Timed out after 1801 seconds waiting for clients. 3/4 clients joined."
+# (2.2: "... waiting for workers. 1/2 workers joined."; <= 2.1: "Timed out initializing process group in store
+# based barrier on rank: 2, for key: store_based_barrier_key:1 (world_size=8, worker_count=6, timeout=0:30:00)")
+_STORE_BARRIER = re.compile(r"Timed out after (\d{1,7}) seconds waiting for (?:clients|workers)\. "
+                            r"(\d{1,7})/(\d{1,7}) (?:clients|workers) joined")
+_STORE_BARRIER_LEGACY = re.compile(r"store based barrier on rank:? ?(\d{1,7}), for key: \S{1,80} \(world_size=(\d{1,7}), "
+                                   r"worker_count=(\d{1,7}), timeout=([\d:.]{1,20})\)")
+# a serving engine's own hang detector on the forward batch (SGLang's scheduler watchdog)
+_SERVING_WATCHDOG = re.compile(r"^Watchdog timeout \(self\.watchdog_timeout=(\d{1,7}(?:\.\d{1,3})?)\)")
+
+
+# torch.distributed.monitored_barrier (and DETAIL's wrapper, which runs one before each collective):
+# "Ranks 1, 3 failed to pass monitoredBarrier in 1800000 ms"; a rank that reached it but lost a peer:
+# "Rank 1 successfully reached monitoredBarrier, but received errors while waiting for send/recv from rank 0"
+_MONITORED = re.compile(r"Ranks? ([\d, ]{1,400}?) failed to pass monitoredBarrier in (\d{1,10}) ms")
+_MONITORED_PEER = re.compile(r"reached monitoredBarrier, but received errors while waiting for send/recv from "
+                             r"rank (\d{1,7})")
+
+RANK_HANG_WORDS = ("monitoredbarrier", " joined", "store based barrier", "self.watchdog_timeout")  # prefilter words
+
+
+def rank_hang(body: str) -> Hit | None:
+    """Hangs other tools detect: monitored barriers, c10d's start-up barrier, SGLang's scheduler watchdog."""
+    m = _MONITORED.search(body) if "monitoredBarrier" in body else None
+    if m:
+        ranks = [int(r) for r in re.findall(r"\d+", m.group(1))]
+        return "error", "MonitoredBarrierTimeout", {"missing_ranks": ranks, "timeout_ms": int(m.group(2)),
+                                                    "culprit": ", ".join(map(str, ranks))}, "critical"
+    m = _MONITORED_PEER.search(body) if "monitoredBarrier" in body else None
+    if m:
+        return "error", "MonitoredBarrierTimeout", {"missing_ranks": [int(m.group(1))], "timeout_ms": None,
+                                                    "culprit": m.group(1), "peer_errored": True}, "critical"
+    m = _STORE_BARRIER.search(body) if " joined" in body else None
+    if m:
+        joined, expected = int(m.group(2)), int(m.group(3))
+        return "error", "StoreBarrierTimeout", {"waited_s": int(m.group(1)), "joined": joined, "expected": expected,
+                                                "missing": expected - joined}, "error"
+    m = _STORE_BARRIER_LEGACY.search(body) if "store based barrier" in body else None
+    if m:
+        expected, joined = int(m.group(2)), int(m.group(3))
+        return "error", "StoreBarrierTimeout", {"rank": int(m.group(1)), "joined": joined, "expected": expected,
+                                                "missing": expected - joined, "timeout": m.group(4)}, "error"
+    m = _SERVING_WATCHDOG.match(body.lstrip())
+    if m:
+        return "error", "ServingWatchdogTimeout", {"timeout_s": float(m.group(1)), "engine": "sglang"}, "error"
+    return None
+
+
+# --- a c10::Error backtrace printed without its message ----------------------------------------------
+# "Exception raised from F at FILE (most recent call first):" then "frame #N: ..." lines. Raised
+# from c10_cuda_check_implementation inside the watchdog's event poll, it is a CUDA error of this
+# GPU's context (a faulted kernel's sticky error) even when the "CUDA error: ..." line is cut off.
+_C10_RAISED = re.compile(r"Exception raised from (\w{1,80}) at ")
+_C10_FRAME = re.compile(r"^\s{0,8}frame #\d{1,4}: ")
+_WATCHDOG_FRAMES = ("finishedGPUExecution", "WorkNCCL::isCompleted", "watchdogHandler", "ncclCommWatchdog",
+                    "workCleanupLoop", "checkAndSetException")
+MAX_BACKTRACE_LINES = 200
+
+
+@dataclass
+class C10Backtrace:
+    lines: list = field(default_factory=list)
+    raised_from: str = ""
+
+    @staticmethod
+    def open(line) -> "C10Backtrace | None":
+        body = line.prefix.body
+        m = _C10_RAISED.search(body) if "Exception raised from " in body else None
+        if m is None and not _C10_FRAME.match(body):
+            return None
+        return C10Backtrace([line], m.group(1) if m else "")
+
+    def offer(self, line) -> bool:
+        if len(self.lines) >= MAX_BACKTRACE_LINES or not _C10_FRAME.match(line.prefix.body):
+            return False
+        self.lines.append(line)
+        return True
+
+    def event(self, cuda_error_just_before: bool) -> Hit:
+        text = "\n".join(l.prefix.body for l in self.lines)
+        watchdog = any(f in text for f in _WATCHDOG_FRAMES)
+        attrs = {"raised_from": self.raised_from or "(not in excerpt)", "frames": text.count("frame #"),
+                 "nccl_watchdog": watchdog}
+        if watchdog and "c10_cuda_check_implementation" in text and not cuda_error_just_before:
+            return "error", "CudaErrorInWatchdog", attrs | {
+                "cuda_error": "", "surfaced_by": "nccl_watchdog", "error_label": "a CUDA error whose message is cut",
+                "fault": "a sticky CUDA error (the message line is not in the excerpt)", "category": "kernel_fault",
+                "detail": "the NCCL watchdog's CUDA event query failed (c10_cuda_check_implementation in "
+                          "WorkNCCL::finishedGPUExecutionInternal)"}, "error"
+        if "checkTimeout" in text:
+            return "log", "NCCLTimeoutBacktrace", attrs, ""
+        return "log", "C10Backtrace", attrs, ""

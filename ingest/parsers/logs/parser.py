@@ -1,0 +1,324 @@
+"""Generic text logs: the fallback for any text file (last in the registry; never rejects text).
+
+Each line loses its envelope (logs.prefix), then multi-line records are grouped
+(logs.blocks: tracebacks -> ONE error/oom event, graph-break reports -> ONE GraphBreak, the
+flight-recorder analyzer's verdict -> ONE FRMissingRanks, a burst of device-side assertion
+lines across threads and ranks -> ONE cudaErrorAssert, a pasted `nvidia-smi -q` memory section or
+a wrapped dcgmi table row -> ONE memory/Xid event),
+and single lines are recognised (logs.lines: OOM messages, c10d watchdog, NCCL, CUDA
+errors and kernel faults (logs.cuda), Xid / GPU lost / GPU memory errors (logs.gpu),
+KV-cache sizing, torch.compile, training/nccl-tests tables). Everything else
+stays a `log` row: attrs.text keeps the line, loc = "line N".
+
+Time: every common prefix is read. Stamps without a year (glog, vLLM, syslog) take the
+`year` argument, else the file's modification year, and report.meta["clock"] says so.
+Lines without a stamp inherit the previous line's time (attrs.ts_inherited); a file with
+no stamp at all gets ts = 0 and clock domain "none" (the aligner places it).
+Watchdog timeouts are held until the end so the PG status line that follows them
+(last enqueued / completed) can be merged into the same row.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import math
+import re
+from pathlib import Path
+
+from ingest.clock import Clock
+from ingest.events import EventSink, ParseReport
+from ingest.io import open_bytes
+from ingest.parsers import looks_binary
+from ingest.parsers.logs.blocks import (CHAINED, DcgmDiagRow, DeviceAsserts, FlightRecorderVerdict, GraphBreak, Line,
+                                         SmiMemorySection, Traceback, starts_traceback)
+from ingest.parsers.logs.cuda import cuda_error_attrs, find_cuda_error
+from ingest.parsers.logs.dynamo import DynamoReport, unsupported_from_frames
+from ingest.parsers.logs.lines import LineHit, classify
+from ingest.parsers.logs.nccl import MAX_WRAP_LINES, C10Backtrace, join_wrapped, record_incomplete
+from ingest.parsers.logs.oom import parse_oom
+from ingest.parsers.logs.prefix import split_line
+
+FORMAT = "log"
+SOURCE = "log"
+
+MAX_LINE_CHARS = 64 * 1024
+REPEAT_WINDOW = 20  # lines within which an identical error line is an echo, not a new error
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_TORCH_LOG_TAGS = re.compile(r"^(?:\[(\d+/\d+)\]|\[(__\w+)\])(?: |$)")  # "$": a record's blank line
+_THREAD_HEADER = re.compile(r"^Exception in thread (.{1,120}?):$")  # Python's threading.excepthook
+
+
+def sniff(head: bytes, name: str) -> bool:
+    """Any text, including text with a few bad bytes (those lines are decoded with
+    replacement and warned about); no NULs and almost no control characters."""
+    sample = head[:4096]
+    if not sample or b"\x00" in sample:
+        return False
+    if not looks_binary(sample):
+        return True
+    text = sample.decode("utf-8", errors="replace")
+    odd = sum(1 for c in text if c == "\ufffd" or (c < " " and c not in "\t\n\r\x0c\x1b"))
+    return odd <= max(2, len(text) // 100)
+
+
+def parse(path: Path, sink: EventSink, report: ParseReport, year: int | None = None) -> None:
+    path = Path(path)
+    year = year or _dt.datetime.fromtimestamp(path.stat().st_mtime, _dt.timezone.utc).year
+    LogParser(sink, report, year).run(path)
+
+
+class LogParser:
+    def __init__(self, sink: EventSink, report: ParseReport, year: int):
+        self.sink, self.report, self.year = sink, report, year
+        self.last_ts = 0
+        self.stamped = self.year_assumed = False
+        self.block: Traceback | GraphBreak | DynamoReport | FlightRecorderVerdict | C10Backtrace | None = None
+        self.chained_after = ""            # loc of the traceback a chained one follows
+        self.last_traceback_loc = ""
+        self.thread = self.last_thread = ""  # "Exception in thread X:" names the next traceback's thread
+        self.last_error = ("", "")           # (event name, message) of the last traceback
+        self.timeouts: list[dict] = []      # NCCLWatchdogTimeout rows, emitted at the end
+        self.pg_state: dict[tuple, dict] = {}
+        self.recent_errors: dict[tuple, tuple[int, str]] = {}  # (name, body) -> (line no, loc)
+        self.wrap: list[Line] = []          # an NCCL record cut by a terminal/logger wrap, still open
+
+    # --- reading ---------------------------------------------------------------------------
+    def run(self, path: Path) -> None:
+        with open_bytes(path) as f:
+            for no, raw in enumerate(f, 1):
+                self.feed(Line(no, self._decode(raw, no), None, 0))  # type: ignore[arg-type]
+        self._flush_wrap()
+        self._close_block()
+        self._flush_wrap()
+        self._emit_timeouts()
+        self.report.set_clock(
+            Clock("unix", year_assumed=self.year if self.year_assumed else None,
+                  note="times as printed, read as UTC; stamps without a year use year_assumed "
+                       "(the year hint, else the file's modification year); unstamped lines inherit "
+                       "the previous stamp")
+            if self.stamped else Clock("none", note="no line carries a wall-clock time"))
+
+    def _decode(self, raw: bytes, no: int) -> str:
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            text = raw.decode("utf-8", errors="replace")
+            self.report.warn(f"line {no}: invalid UTF-8 at column {e.start + 1}, replaced with U+FFFD")
+        if len(text) > MAX_LINE_CHARS:
+            self.report.warn(f"line {no}: {len(text):,} characters, cut to {MAX_LINE_CHARS:,}")
+            text = text[:MAX_LINE_CHARS]
+        return _ANSI.sub("", text.rstrip("\r\n"))
+
+    def feed(self, line: Line) -> None:
+        p = split_line(line.text, self.year)
+        while (m := _TORCH_LOG_TAGS.match(p.body)):
+            line.frame_id = line.frame_id or (m.group(1) or "")
+            line.tag = line.tag or (m.group(2) or "")
+            p.body = p.body[m.end():]
+        if p.ts is not None:
+            self.last_ts, self.stamped = p.ts, True
+            self.year_assumed |= p.year_assumed
+        line.prefix, line.ts = p, self.last_ts
+        if self.wrap and self._continue_wrap(line):
+            return
+        if self.block is not None and self.block.offer(line):
+            return
+        self._close_block()
+        if GraphBreak.starts(line):
+            self.block = GraphBreak([line])
+        elif (report := DynamoReport.open(line)) is not None:
+            self.block = report  # recompiles, explain() and CompileProfiler output (logs.dynamo)
+        elif FlightRecorderVerdict.starts(line):
+            self.block = FlightRecorderVerdict([line])
+        elif (asserts := DeviceAsserts.open(line)) is not None:
+            self.block = asserts  # one event for a burst of device-side assertion lines
+        elif (section := SmiMemorySection.open(line) or DcgmDiagRow.open(line)) is not None:
+            self.block = section  # nvidia-smi -q memory section / wrapped dcgmi diag row: read as a whole
+        elif (backtrace := C10Backtrace.open(line)) is not None:
+            self.block = backtrace  # a c10::Error stack printed without its message line
+        elif starts_traceback(line):
+            self.block = Traceback.start(line)
+        else:
+            self._single(line)
+
+    # --- multi-line records ----------------------------------------------------------------
+    def _close_block(self) -> None:
+        block, self.block = self.block, None
+        if isinstance(block, GraphBreak):
+            self._emit(block.lines, LineHit("log", "GraphBreak", block.attrs()))
+        elif isinstance(block, DynamoReport):
+            name, attrs, value = block.event()
+            self._emit(block.lines, LineHit("log", name, attrs, "", value))
+        elif isinstance(block, FlightRecorderVerdict):
+            self._emit(block.lines, LineHit(*block.event()[:2], block.attrs(), block.event()[2]))
+        elif isinstance(block, DeviceAsserts):
+            self._emit(block.lines, LineHit("error", "cudaErrorAssert", block.attrs(), "error", 710.0))
+        elif isinstance(block, (SmiMemorySection, DcgmDiagRow)):
+            hit = block.event()
+            if hit is None:
+                for line in block.lines:
+                    self._single(line)
+            else:
+                self._emit(block.lines, LineHit(hit.kind, hit.name, hit.attrs, hit.severity, hit.value, hit.unit))
+        elif isinstance(block, C10Backtrace):
+            self._emit(block.lines, LineHit(*block.event(self._cuda_error_before(block.lines[0].no))))
+        elif isinstance(block, Traceback):
+            if block.is_traceback():
+                self._emit_traceback(block)
+            else:
+                for line in block.lines:
+                    self._single(line)
+
+    def _emit_traceback(self, tb: Traceback) -> None:
+        attrs = tb.attrs()
+        text = tb.message_text
+        finding = LineHit("error", tb.exception or "Traceback", attrs, "error")
+        oom = parse_oom(text)
+        cuda = find_cuda_error(text)
+        if cuda and not (oom and cuda[0] == "cudaErrorMemoryAllocation"):  # an OOM by its CUDA name
+            finding.name = cuda[0]
+            attrs.update(cuda_error_attrs(cuda, text))
+            finding.value = float(cuda[1])
+        elif oom:
+            finding = LineHit("oom", "OutOfMemoryError", attrs | oom, "error",
+                              float(oom["tried_to_allocate"]) if oom["tried_to_allocate"] is not None else math.nan,
+                              "bytes")
+        else:
+            single = classify(text)
+            if single and single.kind in ("error", "oom"):
+                finding.name = single.name
+                attrs.update({k: v for k, v in single.attrs.items() if k not in attrs})
+            elif not tb.exception and (dynamo := unsupported_from_frames(tb.frames, tb.source)):
+                finding.name = "DynamoUnsupported"  # cut before its exception line, raised by Dynamo itself
+                attrs.update(dynamo)
+        attrs = finding.attrs  # an OOM finding carries a copy
+        if self.chained_after:
+            attrs["chained_after"] = self.chained_after
+            attrs["chained_after_error"], attrs["chained_after_message"] = self.last_error
+            self.chained_after = ""
+            self.thread = self.thread or self.last_thread  # a chained traceback is the same thread's
+        if self.thread:
+            attrs["thread"] = self.thread
+        self.last_thread, self.thread = self.thread, ""
+        self.last_error = (finding.name, str(attrs.get("message") or "")[:300])
+        self.last_traceback_loc = _loc(tb.lines)
+        self._emit(tb.lines, finding)
+
+    # --- records wrapped over several lines -------------------------------------------------
+    def _continue_wrap(self, line: Line) -> bool:
+        """Join an unprefixed line to the open record it continues; else close that record."""
+        p = line.prefix
+        same_rank = p.rank is None or p.rank == self.wrap[0].prefix.rank  # torch prefixes each printed line
+        continuation = p.ts is None and not p.severity and same_rank and not p.origin and p.body.strip()
+        if not continuation:
+            self._flush_wrap()
+            return False
+        lines = self.wrap
+        lines[0].prefix.body = join_wrapped(lines[0].prefix.body, p.body)
+        lines.append(line)
+        if len(lines) >= MAX_WRAP_LINES or not record_incomplete(lines[0].prefix.body):
+            self._flush_wrap()
+        return True
+
+    def _flush_wrap(self) -> None:
+        lines, self.wrap = self.wrap, []
+        if lines:
+            self._single(lines[0], lines[1:])
+
+    # --- single lines ----------------------------------------------------------------------
+    def _single(self, line: Line, wrapped: list[Line] | None = None) -> None:
+        if wrapped is None and self.wrap and self._continue_wrap(line):
+            return
+        body = line.prefix.body
+        if wrapped is None and record_incomplete(body):
+            self.wrap = [line]
+            return
+        lines = [line] + (wrapped or [])
+        if (m := _THREAD_HEADER.match(body.strip())):
+            self.thread = m.group(1)
+        if body.strip() in CHAINED:
+            self.chained_after = self.last_traceback_loc
+            self._emit([line], LineHit("log", "ChainedException", {"after": self.last_traceback_loc}))
+            return
+        finding = classify(body) or LineHit("log", _origin_name(line))
+        if finding.kind in ("error", "oom"):
+            finding = self._unless_repeated(line, finding)
+        if finding.name == "NCCLWatchdogTimeout":
+            self.timeouts.append(self._row(lines, finding))
+            return
+        if finding.name == "NCCLWatchdogFailure":
+            key = (_rank(line.prefix.rank, finding.attrs), finding.attrs["seq"])
+            self.pg_state.setdefault(key, {}).update(
+                {k: v for k, v in finding.attrs.items() if k.startswith(("last_", "pg_"))})
+        self._emit(lines, finding)
+
+    def _unless_repeated(self, line: Line, finding: LineHit) -> LineHit:
+        """Tools print one error twice (raw, then through their logger): one event, and the
+        echo kept as a `log` row pointing at it."""
+        key = (finding.name, line.prefix.body.strip())
+        seen = self.recent_errors.get(key)
+        self.recent_errors = {k: v for k, v in self.recent_errors.items() if line.no - v[0] <= REPEAT_WINDOW}
+        if seen and line.no - seen[0] <= REPEAT_WINDOW:
+            return LineHit("log", finding.name, finding.attrs | {"repeat_of": seen[1]})
+        self.recent_errors[key] = (line.no, f"line {line.no}")
+        return finding
+
+    def _cuda_error_before(self, no: int, within: int = 10) -> bool:
+        """A CUDA-error line shortly before line `no`: the stack that follows is its own."""
+        return any(name.startswith("cudaError") and 0 < no - seen <= within
+                   for (name, _), (seen, _) in self.recent_errors.items())
+
+    def _emit_timeouts(self) -> None:
+        for row in self.timeouts:
+            attrs = row["attrs"]
+            state = self.pg_state.get((attrs["rank"], attrs["seq"]), {})
+            for k, v in state.items():
+                if attrs.get(k) is None:
+                    attrs[k] = v
+            attrs["pg"] = attrs.get("pg_name") or (str(attrs["pg_id"]) if attrs.get("pg_id") is not None else "")
+            self.sink.emit(**row)
+        self.timeouts = []
+
+    # --- rows ------------------------------------------------------------------------------
+    def _row(self, lines: list[Line], f: LineHit) -> dict:
+        first = lines[0]
+        p = first.prefix
+        attrs = dict(f.attrs)
+        attrs.setdefault("text", "\n".join(l.text for l in lines))
+        if f.kind in ("error", "oom") or f.name.startswith("NCCL"):
+            attrs.setdefault("rank", _rank(p.rank, attrs))
+        if p.origin:
+            attrs.setdefault("origin", p.origin)
+        if first.tag:
+            attrs.setdefault("log_tag", first.tag)
+        if p.ts is None and self.stamped and first.ts:
+            attrs["ts_inherited"] = True
+        attrs.update({k: v for k, v in p.extra.items() if k not in attrs})
+        severity = f.severity or p.severity or ("error" if f.kind in ("error", "oom") else "")
+        return dict(ts=first.ts, kind=f.kind, name=f.name, host=p.host, pid=p.pid, tid=p.tid,
+                    device=p.device if p.device >= 0 else _device(attrs), value=f.value, unit=f.unit,
+                    severity=severity, attrs=attrs, loc=_loc(lines))
+
+    def _emit(self, lines: list[Line], f: LineHit) -> None:
+        self.sink.emit(**self._row(lines, f))
+
+
+def _loc(lines: list[Line]) -> str:
+    a, b = lines[0].no, lines[-1].no
+    return f"line {a}" if a == b else f"line {a}-{b}"
+
+
+def _rank(prefix_rank: int | None, attrs: dict) -> int | None:
+    """Global rank: torch's [rankN]: prefix; else the rank the message names."""
+    if prefix_rank is not None:
+        return prefix_rank
+    return attrs.get("rank_in_message")
+
+
+def _device(attrs: dict) -> int:
+    d = attrs.get("device")
+    return d if isinstance(d, int) and d >= 0 else -1
+
+
+def _origin_name(line: Line) -> str:
+    origin = line.prefix.origin
+    return origin.rsplit("/", 1)[-1].split(":", 1)[0] if origin else "log"

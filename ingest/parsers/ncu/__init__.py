@@ -1,0 +1,1 @@
+"""Nsight Compute: the CSV export of `ncu --csv` (csv_export)."""

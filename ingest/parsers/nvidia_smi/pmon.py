@@ -1,0 +1,97 @@
+"""`nvidia-smi pmon [-s um] [-o DT]`: per-process GPU use, one row per process per GPU per
+interval under a `# gpu pid type sm mem enc dec [jpg ofa] [fb ccpm] command` header (and a `#`
+units line); "-" means no value, and a row whose pid is "-" says that GPU ran no process.
+
+The figures belong to a process, not to the device: they become `proc.*` samples with the
+pid and the process name (`proc.sm.util`, `proc.mem.util`, ..., `proc.mem.used` in bytes as
+the nvidia-smi table's process rows), never `gpu.util`. Clocks as in dmon: `-o T` gives the
+time of day only (date_assumed), `-o DT` the local date and time (tz_assumed), neither the
+capture order.
+"""
+from __future__ import annotations
+
+from ingest.events import EventSink, ParseError, ParseReport, clamp_int
+from ingest.parsers.nvidia_smi.common import device_index
+from ingest.parsers.telemetry import iter_lines
+from ingest.parsers.nvidia_smi.dmon import RowClock
+
+FORMAT = "nvidia_smi_pmon"
+SOURCE = "nvidia_smi"
+
+# pmon column -> (per-process metric, unit when the units line lacks one)
+COLUMNS = {
+    "sm": ("proc.sm.util", "%"), "mem": ("proc.mem.util", "%"), "enc": ("proc.enc.util", "%"),
+    "dec": ("proc.dec.util", "%"), "jpg": ("proc.jpg.util", "%"), "ofa": ("proc.ofa.util", "%"),
+    "fb": ("proc.mem.used", "MB"), "ccpm": ("proc.ccpm.used", "MB"),
+}
+IDENTITY = {"date", "time", "gpu", "pid", "type", "command"}
+
+
+def sniff(head: bytes, name: str) -> bool:
+    for raw in head.split(b"\n", 4)[:4]:
+        words = raw.decode("utf-8", "replace").lstrip("#").lower().split()
+        if raw.startswith(b"#") and {"gpu", "pid"} <= set(words) and set(words) & (set(COLUMNS) | {"command"}):
+            return True
+    return False
+
+
+def parse(path, sink: EventSink, report: ParseReport) -> None:
+    names: list[str] = []
+    units: list[str] = []
+    processes = 0
+    clock = RowClock()
+    for lineno, line in iter_lines(path):
+        if not line.strip():
+            continue
+        if line.startswith("#"):
+            words = line[1:].split()
+            lowered = [w.lower() for w in words]
+            if "gpu" in lowered and "pid" in lowered:
+                names, units = lowered, []
+            elif names and len(words) >= len(names) - 1:
+                units = words
+            continue
+        loc = f"line {lineno}"
+        if not names:
+            report.skipped["row before a '# gpu pid ...' header"] += 1
+            continue
+        cells = line.split(None, len(names) - 1)  # the command is last and may hold spaces
+        if len(cells) < len(names) - 1:
+            report.warn(f"{loc}: {len(cells)} values for {len(names)} header columns; skipped")
+            report.skipped["row not matching the header"] += 1
+            continue
+        row = dict(zip(names, cells))
+        ts = clock.stamp(row)
+        if ts is None:
+            report.skipped["row with a bad time"] += 1
+            continue
+        pid = clamp_int(row.get("pid"))
+        if pid < 0:
+            continue  # "-": no process on this GPU in this interval
+        processes += 1
+        _emit_row(sink, report, ts, row, names, units, pid, loc)
+    if not clock.rows:
+        raise ParseError(str(path), "line 1", "nvidia-smi pmon rows under a '# gpu pid type ...' header")
+    report.meta["processes_seen"] = processes
+    report.set_clock(RowClock.declared(names, "pmon", "rows are in capture order"))
+
+
+def _emit_row(sink: EventSink, report: ParseReport, ts: int, row: dict, names: list[str],
+              units: list[str], pid: int, loc: str) -> None:
+    device = device_index(row.get("gpu"))
+    attrs = {"process": row.get("command", "").strip(), "type": row.get("type", "")}
+    for i, col in enumerate(names):
+        text = row.get(col, "-")
+        if col not in COLUMNS or text == "-":
+            continue
+        try:
+            value = float(text)
+        except ValueError:
+            report.skipped[f"non-numeric {col}"] += 1
+            continue
+        name, unit = COLUMNS[col]
+        unit = units[i] if i < len(units) and units[i] not in ("-", "#") else unit
+        if unit == "MB":  # nvidia-smi's MB are MiB
+            value, unit = value * 2**20, "bytes"
+        sink.emit(ts=ts, kind="sample", name=name, unit=unit, value=value, device=device, pid=pid,
+                  loc=loc, attrs=attrs)

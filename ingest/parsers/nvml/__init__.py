@@ -1,0 +1,1 @@
+"""NVML samples as JSON lines, as the tracedoc agent writes them (jsonl)."""

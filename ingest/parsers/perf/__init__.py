@@ -1,0 +1,1 @@
+"""Host profilers: `perf script`, `perf trace` and bpftrace output."""

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class OtlpReceiverConfig(AppConfig):
+    name = "otlp_receiver"
+    verbose_name = "OTLP/HTTP receiver"

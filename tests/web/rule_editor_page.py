@@ -1,0 +1,15 @@
+"""Driving the rule editor (CodeMirror 6 over a hidden textarea) from Playwright."""
+
+
+def type_rule(page, text: str) -> None:
+    """Replace the editor's text with `text`, as one input (no auto-indent of typed newlines)."""
+    page.locator(".rule-code .cm-content").click()
+    page.keyboard.press("Control+a")
+    page.keyboard.insert_text(text)
+
+
+def log_in(page, url: str) -> None:
+    page.goto(url)
+    page.fill("#id_username", "alice")
+    page.fill("#id_password", "alice-pw-123")
+    page.click("button[type=submit]")
