@@ -3,7 +3,7 @@ against the production server setup (gunicorn gthread, DEBUG off, PostgreSQL wit
 connection pool, Redis, one Celery worker), on loopback only.
 
     python -m bench.bench_load [--traces 24] [--requests 10] [--clients 50 100]
-                               [--workers 3] [--threads 4]
+                               [--workers 3] [--threads 4] [--worker-class gthread|sync]
 
 The stack is bench.bench_service's (a throwaway PostgreSQL database and Redis db, its own
 queue and storage, all removed afterwards), with gunicorn run as docs/deployment.md
@@ -50,6 +50,7 @@ class LoadStack(Stack):
     """bench_service's stack, served by gunicorn's threaded workers."""
     workers: int = 3
     threads: int = 4
+    worker_class: str = "gthread"
     database: str = ""
 
     def start(self, exits: ExitStack) -> None:
@@ -59,7 +60,7 @@ class LoadStack(Stack):
                                  "tracedoc", "worker", "--pool=prefork", "--concurrency=1", "--loglevel=INFO",
                                  "--without-gossip", "--without-mingle", "--without-heartbeat")
         self.web = self.spawn(exits, "web.log", str(Path(sys.executable).parent / "gunicorn"), "tracedoc.wsgi",
-                              "-b", f"127.0.0.1:{self.port}", "-k", "gthread", "-w", str(self.workers),
+                              "-b", f"127.0.0.1:{self.port}", "-k", self.worker_class, "-w", str(self.workers),
                               "--threads", str(self.threads), "--timeout", "60", "--keep-alive", "5")
         deadline = time.monotonic() + 120
         while b" ready." not in (self.tmp / "worker.log").read_bytes() or not reachable(self.port):
@@ -69,7 +70,7 @@ class LoadStack(Stack):
 
 
 @contextmanager
-def load_stack(tmp: Path, workers: int, threads: int) -> Iterator[LoadStack]:
+def load_stack(tmp: Path, workers: int, threads: int, worker_class: str) -> Iterator[LoadStack]:
     token = secrets.token_hex(5)
     queue = f"tracedoc-bench-{token}"
     with ExitStack() as exits:
@@ -84,7 +85,7 @@ def load_stack(tmp: Path, workers: int, threads: int) -> Iterator[LoadStack]:
             "CELERY_BROKER_URL": broker_url, "TRACEDOC_QUEUE": queue,
             "TRACEDOC_UPLOAD_THROTTLE_RATE": "", "LOG_LEVEL": "WARNING",
         })
-        stack = LoadStack(tmp, env, workers=workers, threads=threads, database=database_url.rsplit("/", 1)[1])
+        stack = LoadStack(tmp, env, workers=workers, threads=threads, worker_class=worker_class, database=database_url.rsplit("/", 1)[1])
         stack.start(exits)  # processes are stopped before the database and Redis go (LIFO)
         yield stack
 
@@ -186,12 +187,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--clients", type=int, nargs="+", default=[50, 100])
     ap.add_argument("--workers", type=int, default=3, help="gunicorn worker processes")
     ap.add_argument("--threads", type=int, default=4, help="threads per gunicorn worker")
+    ap.add_argument("--worker-class", default="gthread", choices=["gthread", "sync"])
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="tracedoc-load-") as tmp, \
-            load_stack(Path(tmp), args.workers, args.threads) as stack:
+            load_stack(Path(tmp), args.workers, args.threads, args.worker_class) as stack:
         ids = seed(stack, args.traces)
         list_bytes = len(stack.api("get", "/api/v1/traces/").content)
-        print(f"stack: gunicorn gthread {args.workers} workers x {args.threads} threads, DB pool "
+        threads = f" x {args.threads} threads" if args.worker_class == "gthread" else ""
+        print(f"stack: gunicorn {args.worker_class} {args.workers} workers{threads}, DB pool "
               f"{stack.env.get('TRACEDOC_DB_POOL_SIZE', '4')} per process; {len(ids)} traces, list answer "
               f"{list_bytes / 1024:,.1f} KiB; {args.requests} requests per client")
         rounds = []

@@ -242,6 +242,7 @@ _IDLE_VERDICTS = {
     "other": "the host was busy elsewhere (most time in `{op}`): host-side work between kernels starves the GPU",
 }
 MAX_GAPS_EXAMINED = 200  # the longest gaps carry the idle time; bounds the interval join
+GAP_JOIN_BLOCK = 1 << 18  # host ops joined with the gaps per pass
 
 
 def _host_time_in(ctx, bounds: np.ndarray) -> dict[str, int]:
@@ -256,8 +257,9 @@ def _host_time_in(ctx, bounds: np.ndarray) -> dict[str, int]:
     # two columns of that kind's rows
     for kind in ("cpu_op", "runtime", "annotation", "sync"):
         rows = index.rows(kind)
-        if len(rows):
-            _add_gap_overlaps(index, rows, g, sums)
+        # in blocks: the temporaries stay small and are reused instead of faulted in anew
+        for start in range(0, len(rows), GAP_JOIN_BLOCK):
+            _add_gap_overlaps(index, rows[start:start + GAP_JOIN_BLOCK], g, sums)
     return {str(names[c]): int(sums[c]) for c in np.nonzero(sums)[0]}
 
 
@@ -267,10 +269,8 @@ def _add_gap_overlaps(index, rows: np.ndarray, g: np.ndarray, sums: np.ndarray) 
     # the gaps are disjoint and in time order: an op overlaps any iff it ends after the start of
     # the first gap that ends after it starts (one binary search per op instead of a sort)
     first = np.searchsorted(g[:, 1], s, side="right")
-    hit = first < len(g)
-    hit[hit] = s[hit] + d[hit] > g[first[hit], 0]
-    hit &= d > 0
-    hit = np.flatnonzero(hit)
+    next_start = np.append(g[:, 0], np.iinfo(np.int64).max)[first]  # past the last gap: never reached
+    hit = np.flatnonzero((s + d > next_start) & (d > 0))
     if not len(hit):
         return
     s, e, first = s[hit], s[hit] + d[hit], first[hit]
