@@ -1,5 +1,6 @@
 from django.urls import path
 
+from diagnosis.diff_page import trace_diff, trace_diff_pick
 from ingest import views
 
 app_name = "ingest"
@@ -8,4 +9,6 @@ urlpatterns = [
     path("traces/new/", views.trace_upload, name="trace-upload"),
     path("traces/<int:trace_id>/", views.trace_detail, name="trace-detail"),
     path("traces/<int:trace_id>/progress/", views.trace_progress, name="trace-progress"),
+    path("traces/<int:trace_id>/diff/", trace_diff_pick, name="trace-diff-pick"),
+    path("traces/<int:trace_id>/diff/<int:base_id>/", trace_diff, name="trace-diff"),
 ]

@@ -9,6 +9,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET
 from django_htmx.http import HttpResponseClientRefresh
 
+from diagnosis.diff_page import compare_candidates
 from diagnosis.views import report_context
 from ingest.forms import UploadForm
 from ingest.models import Trace
@@ -62,6 +63,7 @@ def trace_detail(request, trace_id: int):
     context = {"trace": trace, "artifacts": trace.artifacts.all()}
     if trace.state == Trace.State.DONE:
         context.update(report_context(trace))
+        context["compare_with"] = compare_candidates(trace)
     return render(request, "ingest/trace_detail.html", context)
 
 

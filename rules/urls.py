@@ -11,5 +11,6 @@ urlpatterns = [
     path("hints/", views.rule_hints, name="rule-hints"),
     path("<int:pk>/edit/", views.rule_edit, name="rule-edit"),
     path("<int:pk>/toggle/", views.rule_toggle, name="rule-toggle"),
+    path("<int:pk>/backtest/", views.rule_backtest, name="rule-backtest"),
     path("builtin/<str:rule_id>/", views.builtin_detail, name="builtin-detail"),
 ]

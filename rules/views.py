@@ -13,6 +13,7 @@ from django.template.loader import render_to_string
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
+from diagnosis.backtest_runs import DEFAULT_TRACES, backtest_rule
 from diagnosis.models import SLODefinition
 from diagnosis.pipeline import diagnose
 from diagnosis.tasks import artifact_results
@@ -176,3 +177,17 @@ def rule_test(request):
         "trace": trace, "loaded": loaded, "errors": errors, "samples": samples, "sample_error": sample_error,
         "event_count": event_count,
         "findings": report.findings if report else (), "rule_errors": report.rule_errors if report else ()})
+
+
+@login_required
+@require_POST
+def rule_backtest(request, pk: int):
+    """The editor's text as a new version of this rule, against the team's current pack on
+    its newest finished traces (htmx): what it would add or remove. Nothing is saved."""
+    rule = get_rule_for(request, pk)
+    loaded, errors = check_rule(unix_newlines(request.POST.get("yaml", "")))
+    if loaded is not None and loaded.id != rule.rule_id:
+        loaded, errors = None, [{"line": 1, "col": 1, "message": f"id: a version of {rule.rule_id} keeps its id"}]
+    result = backtest_rule(rule.team, loaded, DEFAULT_TRACES) if loaded else None
+    return render(request, "rules/partials/backtest_result.html",
+                  {"rule": rule, "loaded": loaded, "errors": errors, "result": result})

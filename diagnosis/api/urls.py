@@ -1,6 +1,7 @@
 from django.urls import path
 from rest_framework.routers import SimpleRouter
 
+from diagnosis.api.diff import TraceDiffView
 from diagnosis.api.slos import SLOViewSet
 from diagnosis.api.timeline import LogLinesView, TimelineExportView, TimelineView
 from diagnosis.api.views import ClusterViewSet, RediagnoseView
@@ -14,4 +15,5 @@ urlpatterns = [
     path("traces/<int:pk>/timeline/", TimelineView.as_view(), name="trace-timeline"),
     path("traces/<int:pk>/timeline/export/", TimelineExportView.as_view(), name="trace-timeline-export"),
     path("traces/<int:pk>/lines/", LogLinesView.as_view(), name="trace-lines"),
+    path("traces/<int:pk>/diff/<int:base_pk>/", TraceDiffView.as_view(), name="trace-diff"),
 ]

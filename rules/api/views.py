@@ -8,11 +8,18 @@ from rest_framework import serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
+from diagnosis.backtest_runs import backtest_rule
 from diagnosis.tasks import diagnose_stored
 from ingest.models import Trace
 from ingest.uploads import team_for_upload
-from rules.api.serializers import (RuleCreateSerializer, RuleSerializer, RuleTestSerializer,
-                                   RuleTextSerializer, RuleValidationSerializer)
+from rules.api.serializers import (
+    RuleBacktestSerializer,
+    RuleCreateSerializer,
+    RuleSerializer,
+    RuleTestSerializer,
+    RuleTextSerializer,
+    RuleValidationSerializer,
+)
 from rules.models import TeamRule, check_rule, parse_rule
 
 TESTABLE = (Trace.State.PARSED, Trace.State.DIAGNOSING, Trace.State.DONE)
@@ -69,3 +76,20 @@ class RuleViewSet(viewsets.ModelViewSet):
         report = diagnose_stored(trace, [parse_rule(rule.yaml)]).to_dict()
         return Response({"rule_id": rule.rule_id, "version": rule.version, "trace": trace.pk,
                          "findings": report["findings"], "rule_errors": report["rule_errors"]})
+
+    @extend_schema(request=RuleBacktestSerializer, responses={200: dict})
+    @action(detail=True, methods=["post"])
+    def backtest(self, request, pk=None):
+        """Diagnose the team's newest finished traces with the current rules and with `yaml` (a
+        candidate version of this rule, not saved): the findings and clusters it would add or
+        remove. Runs in the request within a time budget; traces it left out are `not_run`."""
+        rule = self.get_object()
+        body = RuleBacktestSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        try:
+            candidate = parse_rule(body.validated_data["yaml"])
+        except ValidationError as e:
+            raise serializers.ValidationError({"yaml": e.messages}) from None
+        if candidate.id != rule.rule_id:
+            raise serializers.ValidationError({"yaml": [f"id: a version of {rule.rule_id} keeps its id"]})
+        return Response(backtest_rule(rule.team, candidate, body.validated_data["traces"]).to_dict())

@@ -1,0 +1,41 @@
+"""The diff of two stored reports (the web page and the API): `diagnosis.diff.compare` on the
+report dicts alone, with the kernel table taken from the reports' HTA kernel breakdowns.
+
+A stored report has no event table, so GPU busy and time to first token stay missing ("n/a",
+with the reason) exactly as for a side the CLI could not measure; only the kernel times have a
+stored equivalent.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import replace
+
+from diagnosis.diff import ReportDiff, compare
+from diagnosis.trace_figures import TOP_KERNELS, KernelTime, TraceFigures
+
+
+def kernel_figures(report: dict) -> TraceFigures | None:
+    """The report's top kernels summed over its devices (figures with only `top_kernels` set);
+    None when the report has no kernel breakdown."""
+    per_device = report.get("breakdowns", {}).get("kernels", [])
+    if not per_device:
+        return None
+    total_ns: dict[str, int] = defaultdict(int)
+    calls: dict[str, int] = defaultdict(int)
+    for device in per_device:
+        for kernel in device["top"]:
+            total_ns[kernel["name"]] += kernel["total_ns"]
+            calls[kernel["name"]] += kernel["count"]
+    top = sorted(total_ns, key=lambda name: (-total_ns[name], -calls[name]))[:TOP_KERNELS]
+    kernels = tuple(KernelTime(name=name, total_ms=round(total_ns[name] / 1e6, 3), calls=calls[name]) for name in top)
+    return TraceFigures(gpu_busy_pct=None, ttft_ms=None, top_kernels=kernels)
+
+
+def compare_stored(base: dict, new: dict, *, fail_on: str = "error",
+                   fail_on_regression_pct: float | None = None) -> ReportDiff:
+    gates = {"fail_on": fail_on, "fail_on_regression_pct": fail_on_regression_pct}
+    # SLIs compared without figures, so a missing TTFT / GPU busy says "needs the trace's events"
+    # rather than "no token-emitting steps"; the kernel rows alone come from the breakdowns.
+    diff = compare(base, new, **gates)
+    kernels = compare(base, new, kernel_figures(base), kernel_figures(new), **gates).kernels
+    return replace(diff, kernels=kernels)
