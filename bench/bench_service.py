@@ -43,7 +43,6 @@ import re
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -59,6 +58,8 @@ import psutil
 import psycopg
 import redis
 import requests
+
+from tests.web.stack import free_port, reachable  # the test stacks' port helpers
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -98,18 +99,6 @@ def prepare_trace(tmp: Path, min_mb: int) -> tuple[Path, int]:
 
 
 # --- the stack -----------------------------------------------------------------------------
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def reachable(port: int) -> bool:
-    with socket.socket() as s:
-        s.settimeout(1)
-        return s.connect_ex(("127.0.0.1", port)) == 0
-
 
 @contextmanager
 def postgres_database(token: str) -> Iterator[str]:
