@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 
 BIG_COLUMN_BYTES = 16 << 20  # below this a column is copied the plain way
-SLICE_ROWS = 1 << 16
+SLICE_ROWS = 1 << 12  # rows per slice: its copies (~1 MiB) come from reused heap pages
 _INT32_MAX = 2**31 - 1
 
 
@@ -65,11 +65,17 @@ def take_strings_releasing(chunks: list[pa.Array], order: np.ndarray,
     out_offsets[0] = written = 0
     for k, lo in enumerate(range(0, len(order), SLICE_ROWS)):
         rows, used = order[lo:lo + SLICE_ROWS], chunk_of[lo:lo + SLICE_ROWS]
-        needed = np.unique(used)
-        base = np.cumsum([0] + [len(chunks[j]) for j in needed[:-1]])
-        local = rows - starts[used] + base[np.searchsorted(needed, used)]
-        part = pa.chunked_array([chunks[j] for j in needed], type=pa.string()) \
-            .take(pa.array(local)).combine_chunks()
+        within = rows - starts[used]  # row within its chunk
+        needed, at = np.unique(used, return_inverse=True)
+        by_chunk = np.argsort(at, kind="stable")  # the slice's rows grouped by chunk, in slice order
+        parts = [chunks[j].take(pa.array(within[by_chunk[a:b]]))
+                 for j, a, b in zip(needed.tolist(), *_group_bounds(at[by_chunk], len(needed)))]
+        # taken chunk by chunk (a take over a chunked array concatenates the chunks first), then
+        # put back in slice order; a slice's copies stay small enough to reuse the same heap pages
+        inverse = np.empty_like(by_chunk)
+        inverse[by_chunk] = np.arange(len(by_chunk))
+        part = (pa.concat_arrays(parts) if len(parts) > 1 else parts[0]).take(pa.array(inverse))
+        del parts
         offsets, data = _buffers(part)
         size = int(offsets[-1] - offsets[0])
         out_data[written:written + size] = data[offsets[0]:offsets[-1]]
@@ -83,6 +89,12 @@ def take_strings_releasing(chunks: list[pa.Array], order: np.ndarray,
             pool.release_unused()
     chunks.clear()
     return pa.StringArray.from_buffers(len(order), pa.py_buffer(out_offsets), pa.py_buffer(out_data))
+
+
+def _group_bounds(sorted_groups: np.ndarray, n_groups: int) -> tuple[np.ndarray, np.ndarray]:
+    """[start, end) of each group 0..n_groups-1 in an array sorted by group."""
+    bounds = np.searchsorted(sorted_groups, np.arange(n_groups + 1))
+    return bounds[:-1], bounds[1:]
 
 
 def _last_use(chunk_of: np.ndarray, n_chunks: int) -> np.ndarray:

@@ -11,7 +11,7 @@ carry the rule document path, so the loader points at line and column) and retur
   * `mask_number_column`: a numeric column, `mask_values`: Python values read from attrs JSON.
 
 Adding a modifier: a subclass here, its entry in MODIFIERS, and a test in
-tests/rules_engine/test_modifiers.py. The flags `|i` and `|all` are not modifiers: they
+tests/rules/test_modifiers.py. The flags `|i` and `|all` are not modifiers: they
 change how a modifier compares (case, every value instead of any).
 """
 from __future__ import annotations

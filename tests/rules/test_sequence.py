@@ -1,5 +1,5 @@
 """Sequences: A then B within W on the same keys; A not followed by B."""
-from tests.rules_engine.helpers import MS, S, events, run
+from tests.rules.helpers import MS, S, events, run
 
 SEQ = """
 match:

@@ -6,7 +6,7 @@ from jsonschema import Draft202012Validator
 
 from rules import cli_commands, limits, loader
 from rules.loader import RuleError, check_text, load_rule_dirs, load_rule_text, schema, validate_files
-from tests.rules_engine.helpers import events, rule_text, run
+from tests.rules.helpers import events, rule_text, run
 
 
 def errors_of(text):

@@ -10,7 +10,7 @@ from diagnosis.clusters import cluster_findings
 from rules.features import TraceContext
 from rules.results import Evidence, Finding
 from rules.features.nccl import verdict, watchdog_mismatches
-from tests.rules_engine.helpers import S, events
+from tests.rules.helpers import S, events
 
 
 

@@ -7,7 +7,7 @@ from rules.compiler import compile_rule
 from rules.evaluator import evaluate_rules
 from rules.features import TraceContext, as_event_frame, feature, list_features
 from rules.loader import load_rule_text
-from tests.rules_engine.helpers import MS, S, events, rule_text, run
+from tests.rules.helpers import MS, S, events, rule_text, run
 
 CALLS = []
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from rules.features.collectives import FrEntry, first_divergences, fr_entries, worst_straggles
 from rules.features.nccl import verdict
-from tests.rules_engine.helpers import events
+from tests.rules.helpers import events
 
 MS = 1_000_000
 

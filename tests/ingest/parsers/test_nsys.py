@@ -8,7 +8,7 @@ import pytest
 
 from ingest.events import ParseError
 from tests.corpus import CORPUS, corpus
-from tests.parsers_gpu.helpers import attrs, parse_to_frame
+from tests.ingest.parsers.helpers import attrs, parse_to_frame
 
 SQLITE_FILES = sorted((CORPUS / "public" / "nsys").glob("*.sqlite"))
 

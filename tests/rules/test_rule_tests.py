@@ -2,7 +2,7 @@
 from rules import cli_commands, loader
 from rules.loader import load_rule_text
 from rules.testing import run_rule_tests
-from tests.rules_engine.helpers import events, rule_text
+from tests.rules.helpers import events, rule_text
 
 RULE = rule_text("match:\n  e: {kind: error, name|contains: Capture}\ncondition: e\n"
                  "tests:\n  fires: [s/abort]\n  quiet: [s/healthy, s/abort]\n").replace("experimental", "stable")

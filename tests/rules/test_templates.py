@@ -2,7 +2,7 @@
 import pytest
 
 from rules.loader import RuleError, load_rule_text
-from tests.rules_engine.helpers import MS, S, events, rule_text, run
+from tests.rules.helpers import MS, S, events, rule_text, run
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ import pytest
 
 from ingest.events import ParseError
 from tests.corpus import CORPUS, corpus
-from tests.parsers_gpu.helpers import attrs, load_json, parse_to_frame
+from tests.ingest.parsers.helpers import attrs, load_json, parse_to_frame
 
 KINETO_FILES = sorted(
     [p for p in (CORPUS / "h200").glob("*/kineto_trace.json.gz")]

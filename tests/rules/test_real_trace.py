@@ -12,7 +12,7 @@ from collections import Counter
 import pytest
 
 from tests.corpus import corpus
-from tests.rules_engine.helpers import events, run
+from tests.rules.helpers import events, run
 
 KINDS = {"cpu_op": "cpu_op", "cuda_runtime": "runtime", "cuda_driver": "driver", "kernel": "kernel",
          "gpu_memset": "memset", "gpu_memcpy": "memcpy", "cpu_instant_event": "sample"}

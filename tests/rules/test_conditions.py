@@ -1,7 +1,7 @@
 """Conditions: and, or, not, parentheses, N of / all of / them."""
 import pytest
 
-from tests.rules_engine.helpers import S, count, events
+from tests.rules.helpers import S, count, events
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ import pytest
 from ingest.events import EventSink, ParseError, ParseReport
 from ingest.parsers.ncu import csv_export as ncu_csv
 from tests.corpus import corpus
-from tests.parsers_gpu.helpers import attrs, parse_to_frame
+from tests.ingest.parsers.helpers import attrs, parse_to_frame
 
 
 def _table(path):

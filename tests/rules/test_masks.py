@@ -13,7 +13,7 @@ from rules.expressions import parse_condition
 from rules.features import TraceContext
 from rules.loader import load_rule_text
 from rules.masks import ALL, TableMasks
-from tests.rules_engine.helpers import S, events, rule_text
+from tests.rules.helpers import S, events, rule_text
 
 
 @pytest.fixture(scope="module")

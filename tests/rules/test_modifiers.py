@@ -1,7 +1,7 @@
 """Every field modifier, on category, numeric, text and attrs fields."""
 import pytest
 
-from tests.rules_engine.helpers import MS, S, count, events
+from tests.rules.helpers import MS, S, count, events
 
 
 @pytest.fixture(scope="module")

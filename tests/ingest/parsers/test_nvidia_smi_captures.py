@@ -10,7 +10,7 @@ import pytest
 
 from diagnosis.pipeline import run
 
-CAPTURES = Path(__file__).resolve().parents[1] / "fixtures" / "captures"
+CAPTURES = Path(__file__).resolve().parents[2] / "fixtures" / "captures"
 Q = CAPTURES / "nvidia_smi"
 XML = CAPTURES / "nvidia_smi_xml"
 

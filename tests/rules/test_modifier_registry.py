@@ -7,8 +7,8 @@ import pytest
 from rules import modifiers
 from rules.errors import CompileError
 from rules.modifiers import MODIFIERS, FieldTest, Modifier, KeyValues, compile_field_test, parse_key
-from tests.rules_engine import test_modifiers
-from tests.rules_engine.helpers import S, count, events
+from tests.rules import test_modifiers
+from tests.rules.helpers import S, count, events
 
 
 def test_every_registered_modifier_is_exercised_by_test_modifiers():
