@@ -4,6 +4,7 @@
   wrap    run one command under capture; ship its bundle when it exits
   ship    ship what waits in the spool now (after an outage, or a wrap without --server)
   sample  write NVML samples as JSON lines to a file, no server involved
+  ebpf    one eBPF capture window (bpftrace: CUDA calls, futex waits) into a file, no server involved
 """
 from __future__ import annotations
 
@@ -130,6 +131,9 @@ def cmd_run(args) -> int:
         capture_dir = args.capture_dir or str(spool.root / "capture")
         heartbeat = heartbeat(OnDemand(Path(capture_dir), spool, labels, shipper.submit, args.capture_timeout)).start()
         log.info("heartbeat every %.0f s; on-demand captures go through %s", args.heartbeat, capture_dir)
+    if args.ebpf:
+        from agent.ebpf import start_ebpf_thread
+        start_ebpf_thread(_ebpf_options(args), spool, stop)
     log.info("capturing into %s; shipping to %s every %.0f s", spool.root, args.server, args.ship_every)
 
     def close_window(start: float, end: float, chunks) -> None:
@@ -208,10 +212,54 @@ def cmd_sample(args) -> int:
     return EXIT_OK
 
 
+def _ebpf_options(args):
+    from agent.ebpf import EbpfOptions
+    return EbpfOptions(window_s=args.ebpf, every_s=getattr(args, "ebpf_every", 0.0) or 0.0,
+                       libcudart=args.ebpf_libcudart, pids=tuple(args.ebpf_pid), cuda=not args.ebpf_futex_only,
+                       max_bytes=args.ebpf_max, min_us=args.ebpf_min_us, launches=args.ebpf_launches)
+
+
+def cmd_ebpf(args) -> int:
+    """One capture window into a file, no server: to see what `run --ebpf` would ship."""
+    from agent.ebpf import render_program, resolve_libcudart, run_capture, unavailable_reason
+    from agent.placement import place_thread
+
+    opts = _ebpf_options(args)
+    if args.print_program:
+        libcudart = resolve_libcudart(opts.libcudart, opts.pids) if opts.cuda else None
+        if opts.cuda and libcudart is None:
+            print("tracedoc-agent: eBPF capture unavailable: libcudart not found: give --ebpf-libcudart PATH",
+                  file=sys.stderr)
+            return EXIT_ERROR
+        print(render_program(opts.window_s, libcudart, opts.pids, opts.min_us, opts.launches), end="")
+        return EXIT_OK
+    if (reason := unavailable_reason(opts.cuda, opts.libcudart, opts.pids)) is not None:
+        print(f"tracedoc-agent: eBPF capture unavailable: {reason}", file=sys.stderr)
+        return EXIT_ERROR
+    place_thread(args.nice, args.cpus)
+    libcudart = resolve_libcudart(opts.libcudart, opts.pids) if opts.cuda else None
+    stop = threading.Event()
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    result = run_capture(render_program(opts.window_s, libcudart, opts.pids, opts.min_us, opts.launches),
+                         Path(args.output),
+                         opts.window_s, opts.max_bytes, stop=stop)
+    notes = "; ".join(result.notes)
+    print(f"tracedoc-agent: {result.events} events in {result.duration_s:.1f} s into {args.output}"
+          f" (wall-clock minus monotonic: {result.clock_offset_ns} ns){'; ' + notes if notes else ''}",
+          file=sys.stderr)
+    if result.events == 0 and result.error:
+        print(f"tracedoc-agent: bpftrace failed: {result.error}", file=sys.stderr)
+        return EXIT_ERROR
+    return EXIT_OK
+
+
 # -- arguments ---------------------------------------------------------------------------------
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """Every command and option of the agent (long on purpose: one declaration per option, read
+    as the command's reference)."""
     p = argparse.ArgumentParser(prog="tracedoc-agent", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", action="version", version=f"tracedoc-agent {__version__}")
@@ -263,6 +311,28 @@ def build_parser() -> argparse.ArgumentParser:
         s.add_argument("--capture-timeout", type=duration, default=600.0,
                        help="how long an on-demand capture may take before it is reported failed (default 600 s)")
 
+    def ebpf_args(s, window_flag: bool):
+        if window_flag:
+            s.add_argument("--ebpf", type=duration, metavar="WINDOW",
+                           help="an eBPF capture window of this length with bpftrace (CUDA synchronize "
+                                "calls, futex waits), at the start; off by default")
+            s.add_argument("--ebpf-every", type=duration, metavar="PERIOD",
+                           help="with --ebpf: a window every PERIOD (default: one only)")
+        s.add_argument("--ebpf-libcudart", metavar="PATH",
+                       help="the libcudart.so to probe (default: the one the --ebpf-pid processes map, else "
+                            "the usual places)")
+        s.add_argument("--ebpf-pid", type=int, nargs="+", default=[], metavar="PID",
+                       help="only these processes (default: every process calling the CUDA runtime)")
+        s.add_argument("--ebpf-launches", action="store_true",
+                       help="also probe cudaLaunchKernel (each probed call costs microseconds: a launch-bound "
+                            "loop slows down while the window lasts)")
+        s.add_argument("--ebpf-futex-only", action="store_true",
+                       help="futex waits of --ebpf-pid only, no CUDA probes (no libcudart needed)")
+        s.add_argument("--ebpf-max", type=size, default="64MiB", help="output bound per window (default 64MiB)")
+        s.add_argument("--ebpf-min-us", type=int, default=50,
+                       help="events at least this long are listed one by one; all are in the histograms "
+                            "(default 50 us)")
+
     r = sub.add_parser("run", help="capture continuously and ship every --ship-every")
     server_args(r, 30.0)
     capture_args(r)
@@ -271,6 +341,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--capture-dir", default=os.environ.get("TRACEDOC_CAPTURE_DIR"),
                    help="the folder through which programs (agent.hook) take on-demand captures "
                         "(default $TRACEDOC_CAPTURE_DIR, else capture/ in the spool)")
+    ebpf_args(r, window_flag=True)
     r.set_defaults(func=cmd_run)
 
     w = sub.add_parser("wrap", help="run a command under capture: wrap [options] -- CMD ...")
@@ -289,6 +360,14 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--output", default="-", help="file to write (default stdout)")
     placement_args(m)
     m.set_defaults(func=cmd_sample)
+
+    e = sub.add_parser("ebpf", help="one eBPF capture window into a file (no server)")
+    e.add_argument("--duration", dest="ebpf", type=duration, default=10.0, help="the window (default 10 s)")
+    e.add_argument("--output", default="host_stalls.bpftrace.txt", help="file to write (default %(default)s)")
+    e.add_argument("--print-program", action="store_true", help="print the bpftrace program and exit")
+    ebpf_args(e, window_flag=False)
+    placement_args(e)
+    e.set_defaults(func=cmd_ebpf)
     return p
 
 

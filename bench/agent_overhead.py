@@ -12,8 +12,7 @@
    on-windows). Steps/s per window; each on-window is compared with the mean of the
    off-windows either side (the per-pair delta), which cancels slow drift: on a shared
    virtual machine the launch-bound loop's speed wanders by 20-40% over tens of seconds, far
-   more than the agent's cost, so the figure is the median (and mean +- standard error) of
-   many short pairs. Also per window: steps longer than --stall-ms and the time they took
+   more than the agent's cost, so the figures come from many short pairs. Also per window: steps longer than --stall-ms and the time they took
    beyond it, per second: a driver call that blocks the workload (the PCIe throughput query,
    ~20 ms) shows there however noisy the throughput is.
 
@@ -23,6 +22,14 @@
    stopped per window (the first --skip seconds of each window are not counted: the agent's
    clock starts once it logged "capturing into"; when stopping, it has exited before the
    window starts); windows must then be long (8 s), so pairs are few.
+
+   Figures: the median of the per-pair deltas and the ratio of means (1 - sum(on) / sum(off
+   either side); the mean of per-pair ratios is biased low by the noise), each with its 95%
+   interval. The launch-bound loop's noise on a VM is mostly per step, so many short windows
+   (--window 0.02: 8000 pairs in 5.5 minutes) resolve far more per minute than long ones; a
+   frozen agent's missed tick runs when it is resumed, so short windows overstate its cost
+   (never understate it). Case agent=none is the A/A control: a sleeping process toggled the
+   same way. --recompute JSON prints an earlier run's figures again from its windows.
 
    --workload-cpu N pins the workload (this process and the threads it starts) to CPU N; the
    agent is started with this process's original CPU set, so its own `--cpus auto` places it
@@ -36,7 +43,8 @@ at batch 1, each followed by GELU, torch.cuda.synchronize() every step. `gpu` is
 one 8192^3 bf16 matmul per step, synchronized.
 
 Case keys: name, interval (the agent's --interval, s), workload (launch|gpu), cycles,
-agent (a folder holding the `agent` package to run, default this checkout; `probe-pcie` runs
+agent (a folder holding the `agent` package to run, default this checkout; `none`: the A/A
+control, a process that only sleeps; `probe-pcie` runs
 a probe that only makes the PCIe throughput queries of the agent as it was on main: TX and
 RX on every GPU once a second), pcie (1: pass --pcie). Without --case: this checkout's agent
 on the launch-bound loop at 0.1 s and 0.01 s, and on the GPU-bound loop at 0.1 s.
@@ -55,6 +63,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -242,6 +251,8 @@ class Agent:
         self.err = self.work / f"agent-{self.runs}.err"
         if self.source == "probe-pcie":
             cmd, env = [sys.executable, str(Path(__file__).resolve()), "--probe-pcie"], dict(os.environ)
+        elif self.source == "none":  # the A/A control: a process that only sleeps, toggled like the agent
+            cmd, env = [sys.executable, str(Path(__file__).resolve()), "--probe-idle"], dict(os.environ)
         else:
             root = ROOT if self.source in ("", "checkout") else Path(self.source).resolve()
             cmd = [sys.executable, "-m", "agent.main", "run", "--server", UNREACHABLE, "--token", "bench",
@@ -312,6 +323,47 @@ def probe_pcie() -> int:
     return 0
 
 
+def probe_idle() -> int:
+    """Sleeps until SIGTERM: the A/A control's `agent`, so that both arms pay the same signals."""
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    print("probe ready", file=sys.stderr, flush=True)
+    stop.wait()
+    return 0
+
+
+def mean_ci95(xs: list[float], lag1: bool = False) -> tuple[float, float]:
+    """(mean, half-width of its 95% interval): Student's t for small samples, 1.96 beyond 120.
+    lag1: the values are a series whose neighbours may be correlated (ABAB pairs share an
+    off-window), so the variance of the mean is (g0 + 2 g1) / n with g1 the lag-1
+    autocovariance, taken when positive (a negative one would narrow the interval)."""
+    n = len(xs)
+    if n < 2:
+        return (xs[0] if xs else float("nan")), float("nan")
+    t = 1.96 if n > 120 else _T975.get(n - 1) or _T975[min(k for k in _T975 if k >= n - 1)]
+    mean, var = statistics.fmean(xs), statistics.variance(xs)
+    if lag1 and n > 2:
+        g1 = sum((xs[i] - mean) * (xs[i + 1] - mean) for i in range(n - 1)) / (n - 1)
+        var += 2 * max(g1, 0.0)
+    return mean, t * (var / n) ** 0.5
+
+
+# Student's t, 97.5th percentile, by degrees of freedom (the missing ones take the next listed, a
+# slightly wider interval).
+_T975 = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31, 9: 2.26, 10: 2.23,
+         15: 2.13, 20: 2.09, 30: 2.04, 40: 2.02, 60: 2.00, 120: 1.98}
+
+
+def median_ci95(xs: list[float]) -> tuple[float, float, float]:
+    """(median, low, high): the distribution-free 95% interval of the median, from the order
+    statistics whose ranks the binomial(n, 1/2) puts 1.96 standard deviations either side."""
+    ys = sorted(xs)
+    n = len(ys)
+    half = 1.96 * (n ** 0.5) / 2
+    lo, hi = max(int(n / 2 - half), 0), min(int(n / 2 + half + 1), n - 1)  # 0-based ranks, rounded outwards
+    return statistics.median(ys), ys[lo], ys[hi]
+
+
 # -- ABAB ----------------------------------------------------------------------------------------
 
 
@@ -351,7 +403,6 @@ def run_case(case: dict, toggle: str, window: float, skip: float, stall_s: float
     finally:
         agent.stop()
     off, on = [w[0] for w in windows["off"]], [w[0] for w in windows["on"]]
-    pairs = [1 - on[i] / ((off[i] + off[i + 1]) / 2) for i in range(len(on))]
     measured = window - skip
 
     def stalls(kind: str) -> tuple[float, float]:  # per second: long steps, and ms beyond the threshold
@@ -361,23 +412,44 @@ def run_case(case: dict, toggle: str, window: float, skip: float, stall_s: float
 
     (stalls_off, stall_ms_off), (stalls_on, stall_ms_on) = stalls("off"), stalls("on")
     return {**case, "toggle": toggle, "steps_per_s_off": [round(x, 2) for x in off],
-            "steps_per_s_on": [round(x, 2) for x in on],
-            "median_off": round(statistics.median(off), 2), "median_on": round(statistics.median(on), 2),
-            "overhead_of_medians_pct": round(100 * (1 - statistics.median(on) / statistics.median(off)), 3),
-            "pair_deltas_pct": [round(100 * d, 3) for d in pairs],
-            "pair_delta_quartiles_pct": [round(100 * q, 3) for q in statistics.quantiles(pairs, n=4)]
-            if len(pairs) > 1 else None,
-            "pair_delta_stdev_pct": round(100 * statistics.stdev(pairs), 3) if len(pairs) > 1 else None,
+            "steps_per_s_on": [round(x, 2) for x in on], **overhead_stats(off, on),
             "sm_mhz_off": clocks["off"], "sm_mhz_on": clocks["on"],
-            "overhead_pct": round(100 * statistics.median(pairs), 3),
-            "overhead_mean_pct": round(100 * statistics.fmean(pairs), 3),
-            "overhead_sem_pct": round(100 * statistics.stdev(pairs) / len(pairs) ** 0.5, 3) if len(pairs) > 1 else None,
-            "pairs_slower": sum(d > 0 for d in pairs),
-            "off_spread_pct": round(100 * (max(off) - min(off)) / statistics.median(off), 3),
             "stall_threshold_ms": stall_s * 1000,
             "stalls_per_s_off": stalls_off, "stalls_per_s_on": stalls_on,
             "stall_ms_per_s_off": stall_ms_off, "stall_ms_per_s_on": stall_ms_on,
             "stall_overhead_pct": round((stall_ms_on - stall_ms_off) / 10, 3)}
+
+
+def overhead_stats(off: list[float], on: list[float]) -> dict:
+    """The overhead figures of one case from its windows' steps/s (off, on, off, ..., on, off:
+    one more off-window than on-windows). Each on-window is paired with the mean of the
+    off-windows either side."""
+    if len(off) != len(on) + 1 or not on:
+        raise ValueError(f"{len(off)} off-windows and {len(on)} on-windows: expected one more off than on")
+    around = [(off[i] + off[i + 1]) / 2 for i in range(len(on))]
+    pairs = [1 - o / a for o, a in zip(on, around)]
+    # The mean overhead is the ratio of means, 1 - sum(on) / sum(off either side): the mean of the
+    # per-pair ratios is biased low by the windows' noise (E[on/off] > 1 when off is noisy; -0.3 to
+    # -0.4% in an A/A run with 12% of noise per window). Its interval: Student's t on the pairs'
+    # differences, each divided by the mean off-rate; neighbouring pairs share an off-window,
+    # which correlates them (by 1/6 under white noise): the lag-1 term widens it accordingly.
+    off_mean = statistics.fmean(around)
+    mean, mean_half = mean_ci95([(a - o) / off_mean for o, a in zip(on, around)], lag1=True)
+    _, median_lo, median_hi = median_ci95(pairs)
+    many = len(pairs) > 1
+    return {"median_off": round(statistics.median(off), 2), "median_on": round(statistics.median(on), 2),
+            "overhead_of_medians_pct": round(100 * (1 - statistics.median(on) / statistics.median(off)), 3),
+            "pair_deltas_pct": [round(100 * d, 3) for d in pairs],
+            "pair_delta_quartiles_pct": [round(100 * q, 3) for q in statistics.quantiles(pairs, n=4)] if many else None,
+            "pair_delta_stdev_pct": round(100 * statistics.stdev(pairs), 3) if many else None,
+            "overhead_pct": round(100 * statistics.median(pairs), 3),
+            "overhead_median_ci95_pct": [round(100 * median_lo, 3), round(100 * median_hi, 3)],
+            "overhead_mean_pct": round(100 * mean, 3),
+            "overhead_sem_pct": round(100 * mean_half / 1.96, 3) if many else None,
+            "overhead_mean_ci95_pct": [round(100 * (mean - mean_half), 3), round(100 * (mean + mean_half), 3)],
+            "overhead_mean_of_pair_ratios_pct": round(100 * statistics.fmean(pairs), 3),
+            "pairs_slower": sum(d > 0 for d in pairs),
+            "off_spread_pct": round(100 * (max(off) - min(off)) / statistics.median(off), 3)}
 
 
 def parse_case(text: str, default_cycles: int) -> dict:
@@ -417,15 +489,25 @@ def report(facts: dict, latencies: list[dict], results: list[dict]) -> str:
             else:
                 lines.append(f"{r['call']:42} {r['median_us']:>10} {r['p90_us']:>10} {r['n']:>5}")
     if results:
-        lines.append(f"{'case':26} {'off steps/s':>11} {'on steps/s':>10} {'overhead':>9} {'mean+-sem':>14} "
-                     f"{'slower':>7} {'stalls/s off/on':>16} {'stall ms/s off/on':>18}")
+        lines.append(f"{'case':26} {'off steps/s':>11} {'on steps/s':>10} {'median':>8} {'[95% CI]':>16} "
+                     f"{'mean':>7} {'[95% CI]':>16} {'slower':>9} {'stalls/s off/on':>16} {'stall ms/s off/on':>18}")
         for r in results:
-            sem = f"{r['overhead_mean_pct']:+.2f}+-{r['overhead_sem_pct'] or 0:.2f}%"
-            lines.append(f"{r['name']:26} {r['median_off']:>11} {r['median_on']:>10} {r['overhead_pct']:>+8.2f}% "
-                         f"{sem:>14} {r['pairs_slower']:>3}/{len(r['pair_deltas_pct']):<3} "
+            med_ci = "[{:+.2f}, {:+.2f}]".format(*r["overhead_median_ci95_pct"])
+            mean_ci = "[{:+.2f}, {:+.2f}]".format(*r["overhead_mean_ci95_pct"])
+            lines.append(f"{r['name']:26} {r['median_off']:>11} {r['median_on']:>10} {r['overhead_pct']:>+7.2f}% "
+                         f"{med_ci:>16} {r['overhead_mean_pct']:>+6.2f}% {mean_ci:>16} "
+                         f"{r['pairs_slower']:>4}/{len(r['pair_deltas_pct']):<4} "
                          f"{r['stalls_per_s_off']:>7}/{r['stalls_per_s_on']:<8} "
                          f"{r['stall_ms_per_s_off']:>8}/{r['stall_ms_per_s_on']:<9}")
     return "\n".join(lines)
+
+
+def recompute(path: Path) -> int:
+    data = json.loads(path.read_text())
+    results = [{**case, **overhead_stats(case["steps_per_s_off"], case["steps_per_s_on"])}
+               for case in data["cases"]]
+    print(report(data.get("host", {}), [], results))
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -449,10 +531,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--latency-n", type=int, default=200, help="calls per NVML call type (default 200)")
     p.add_argument("--latency-budget", type=float, default=2.0, help="at most this many seconds per call type")
     p.add_argument("--json", help="write every figure here")
+    p.add_argument("--recompute", metavar="JSON",
+                   help="print the figures of an earlier --json run again, from its windows, with this "
+                        "version's statistics; nothing is measured")
     p.add_argument("--probe-pcie", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--probe-idle", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.probe_pcie:
         return probe_pcie()
+    if args.probe_idle:
+        return probe_idle()
+    if args.recompute:
+        return recompute(Path(args.recompute))
     stop_mode = args.toggle == "stop"
     args.window = args.window or (1.0 if stop_mode else 8.0)
     args.skip = args.skip if args.skip is not None else (0.0 if stop_mode else 1.0)
@@ -488,7 +578,8 @@ def main(argv: list[str] | None = None) -> int:
             results.append(result)
             save()
             print(f"{result['name']}: overhead {result['overhead_pct']}% (median of {len(result['pair_deltas_pct'])} "
-                  f"per-pair deltas; mean {result['overhead_mean_pct']} +- {result['overhead_sem_pct']}), "
+                  f"per-pair deltas, 95% CI {result['overhead_median_ci95_pct']}; mean {result['overhead_mean_pct']} "
+                  f"+- {result['overhead_sem_pct']} s.e., 95% CI {result['overhead_mean_ci95_pct']}), "
                   f"off {result['median_off']} on {result['median_on']} steps/s; stall ms/s off "
                   f"{result['stall_ms_per_s_off']} on {result['stall_ms_per_s_on']}; pair-delta quartiles "
                   f"{result['pair_delta_quartiles_pct']}, stdev {result['pair_delta_stdev_pct']}; off-window spread "

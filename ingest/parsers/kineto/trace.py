@@ -16,6 +16,7 @@ file (a kernel often comes before its launch) wait, as Arrow columns, until the 
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
 from operator import itemgetter
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -449,22 +450,59 @@ class _TypedArgs:
 
 
 def _emit_rows(f: _Fields, index: np.ndarray, ctx: _Context, sink: EventSink) -> None:
-    report = ctx.report
-    has_ts = np.isfinite(f.ts)
-    if not has_ts.all():
-        report.skipped["event without ts"] += int((~has_ts).sum())
-        for i in index[~has_ts][:5]:
-            report.warn(f"traceEvents[{i}]: event without a numeric ts skipped")
-        keep = np.flatnonzero(has_ts)
-        if not len(keep):
-            return
-        f, index = f.take(keep), index[keep]
-    n = len(f)
-    ts_us, ph, cat = f.ts, f.ph, f.cat
-
+    """Complete and instant events -> rows: their kind, where they ran, their columns."""
+    timed = _timed(f, index, ctx.report)
+    if timed is None:
+        return
+    f, index = timed
     names = _Strings.of(f.name)
-    dur_us = np.nan_to_num(f.dur, nan=0.0)
+    kinds = _classify(f, names, ctx)
+    pid, tid, device, stream, corr, launched = _placement(f, kinds, ctx)
+    columns = {
+        "ts": _ns(f.ts, ctx.offset_ns or 0),
+        "dur": np.rint(np.maximum(np.nan_to_num(f.dur, nan=0.0), 0) * 1000).astype(np.int64),
+        "kind": kinds.kind, "name": names.array,
+        "pid": pid, "tid": tid, "device": device.astype(np.int32), "stream": stream,
+        "corr": corr, "value": kinds.mem_bytes,
+        "attrs": _attrs(f.args, kinds.kind, names, kinds.is_collective, ctx),
+        "loc": pc.binary_join_element_wise("traceEvents[", pa.array(index).cast(pa.string()), "]", ""),
+    }
+    if ctx.host:
+        columns["host"] = pa.DictionaryArray.from_arrays(pa.array(np.zeros(len(f), np.int32)),
+                                                         pa.array([ctx.host], pa.string()))
+    waiting = kinds.device_side & ~launched & (corr >= 0)
+    if waiting.any():
+        ctx.waiting.append({k: _take(v, waiting) for k, v in columns.items()})
+        columns = {k: _take(v, ~waiting) for k, v in columns.items()}
+    _emit(columns, sink)
 
+
+def _timed(f: _Fields, index: np.ndarray, report: ParseReport) -> tuple[_Fields, np.ndarray] | None:
+    """The events with a numeric ts (the others counted and the first few named); None: none."""
+    has_ts = np.isfinite(f.ts)
+    if has_ts.all():
+        return f, index
+    report.skipped["event without ts"] += int((~has_ts).sum())
+    for i in index[~has_ts][:5]:
+        report.warn(f"traceEvents[{i}]: event without a numeric ts skipped")
+    keep = np.flatnonzero(has_ts)
+    return (f.take(keep), index[keep]) if len(keep) else None
+
+
+@dataclass
+class _Kinds:
+    kind: np.ndarray           # kind code per row (KIND_NAMES)
+    args: _TypedArgs           # typed args of the rows whose args feed columns
+    mem_bytes: np.ndarray      # args.Bytes of memory instants, NaN elsewhere
+    is_memory: np.ndarray
+    is_collective: np.ndarray
+    device_side: np.ndarray    # rows on a GPU's timeline (device/stream columns)
+
+
+def _classify(f: _Fields, names: _Strings, ctx: _Context) -> _Kinds:
+    """Each row's kind from its category, phase and name (memory instants, OOMs, NCCL kernels
+    and collectives); unknown categories and phases are counted in the report."""
+    report, ph, cat = ctx.report, f.ph, f.cat
     known = cat >= 0
     is_gpu_annotation = cat == _GPU_ANNOTATION
     kind = _KIND_OF[np.where(known, cat, _K["marker"])]
@@ -474,7 +512,7 @@ def _emit_rows(f: _Fields, index: np.ndarray, ctx: _Context, sink: EventSink) ->
     instant = (ph == _PHASE["i"]) | (ph == _PHASE["I"])
     is_oom = names.isin((OOM_EVENT,)) & instant
     is_memory = memory_name & instant
-    mem_bytes = np.full(n, np.nan)
+    mem_bytes = np.full(len(f), np.nan)
     if is_memory.any():
         mem_bytes[is_memory] = a.mem_bytes(np.flatnonzero(is_memory))
     freed = mem_bytes < 0
@@ -503,7 +541,15 @@ def _emit_rows(f: _Fields, index: np.ndarray, ctx: _Context, sink: EventSink) ->
     is_collective = nccl_kernel | param_comms
     ctx.collectives += int(is_collective.sum())
     kind[is_collective] = _K["collective"]
+    device_side = _DEVICE[kind] | nccl_kernel | is_gpu_annotation
+    return _Kinds(kind, a, mem_bytes, is_memory, is_collective, device_side)
 
+
+def _placement(f: _Fields, kinds: _Kinds, ctx: _Context):
+    """pid, tid, device, stream, corr per row, and which GPU rows found their launch: a GPU
+    row's device/stream come from its args (else its pid/tid), its pid/tid from the runtime
+    call that launched it (matched by correlation id, over the whole file)."""
+    kind, a, device_side = kinds.kind, kinds.args, kinds.device_side
     pid, c1 = _ints(f.pid)
     tid, c2 = _ints(f.tid)
     args = a.args
@@ -515,39 +561,22 @@ def _emit_rows(f: _Fields, index: np.ndarray, ctx: _Context, sink: EventSink) ->
     host_call = _HOST_CALL[kind] & (corr >= 0)
     if host_call.any():
         ctx.launches.add(corr[host_call], pid[host_call], tid[host_call])
-    device_side = _DEVICE[kind] | nccl_kernel | is_gpu_annotation
+    n = len(f)
     device = np.full(n, -1, np.int64)
     stream = np.full(n, -1, np.int64)
     device[device_side] = np.where(arg_device >= 0, arg_device, pid)[device_side]
     stream[device_side] = np.where(arg_stream >= 0, arg_stream, tid)[device_side]
-    if is_memory.any():
+    if kinds.is_memory.any():
         mem_dev = a.column([x.mem_device for x in args], counted=False)
         mem_type = a.column([x.mem_device_type for x in args], counted=False)
-        gpu_mem = is_memory & (mem_type != 0) & (mem_dev >= 0)
+        gpu_mem = kinds.is_memory & (mem_type != 0) & (mem_dev >= 0)
         device[gpu_mem] = mem_dev[gpu_mem]
     # a GPU row's pid/tid are its device/stream; the host's come from its launch
     pos, launched = ctx.launches.find(corr)
     launched &= device_side
     pid[device_side], tid[device_side] = -1, -1
     pid[launched], tid[launched] = ctx.launches.pid[pos[launched]], ctx.launches.tid[pos[launched]]
-
-    columns = {
-        "ts": _ns(ts_us, ctx.offset_ns or 0),
-        "dur": np.rint(np.maximum(dur_us, 0) * 1000).astype(np.int64),
-        "kind": kind, "name": names.array,
-        "pid": pid, "tid": tid, "device": device.astype(np.int32), "stream": stream,
-        "corr": corr, "value": mem_bytes,
-        "attrs": _attrs(f.args, kind, names, is_collective, ctx),
-        "loc": pc.binary_join_element_wise("traceEvents[", pa.array(index).cast(pa.string()), "]", ""),
-    }
-    if ctx.host:
-        columns["host"] = pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)),
-                                                         pa.array([ctx.host], pa.string()))
-    waiting = device_side & ~launched & (corr >= 0)
-    if waiting.any():
-        ctx.waiting.append({k: _take(v, waiting) for k, v in columns.items()})
-        columns = {k: _take(v, ~waiting) for k, v in columns.items()}
-    _emit(columns, sink)
+    return pid, tid, device, stream, corr, launched
 
 
 def _emit(columns: dict, sink: EventSink) -> None:

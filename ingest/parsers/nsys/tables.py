@@ -40,7 +40,10 @@ def _name(col: str) -> str:
 
 
 def queries(columns: dict[str, set[str]]) -> list[TableQuery]:
-    """Queries for the tables present; `columns` maps table -> its column names."""
+    """Queries for the tables present; `columns` maps table -> its column names.
+
+    Long on purpose: one branch per table family, each a SQL text with the columns that export
+    version has; read top to bottom they are the whole mapping of an nsys export to events."""
     out: list[TableQuery] = []
 
     def has(table: str, *cols: str) -> bool:

@@ -104,25 +104,7 @@ def parse(path, sink: EventSink, report: ParseReport) -> None:
             tz_assumed += assumed
         rows += 1
         device = device_index(row.get(device_col))
-        inventory = devices.setdefault(device, {})
-        mask = None
-        for (field, unit), text in zip(columns, (c.strip() for c in cells)):
-            if field == "timestamp":
-                continue
-            if field in IDENTITY:
-                inventory.setdefault(field, text)
-                continue
-            if field in MASK_COLUMNS:
-                mask = _mask(text)
-                continue
-            reason = field.rsplit(".", 1)[-1]
-            if field.startswith(("clocks_event_reasons.", "clocks_throttle_reasons.")) and reason in REASON_BITS:
-                if text == "Active":
-                    mask = (mask or 0) | REASON_BITS[reason]
-                elif text == "Not Active" and mask is None:
-                    mask = 0
-                continue
-            _sample(sink, report, ts, device, field, unit, text, loc)
+        mask = _emit_cells(sink, report, columns, cells, devices.setdefault(device, {}), ts, device, loc)
         if mask is not None:
             throttle.update(ts, device, mask, loc)
     if not rows:
@@ -133,6 +115,31 @@ def parse(path, sink: EventSink, report: ParseReport) -> None:
     else:
         report.set_clock(Clock("unix", "nvidia-smi local time without a zone, read as UTC",
                                tz_assumed=bool(tz_assumed)))
+
+
+def _emit_cells(sink: EventSink, report: ParseReport, columns: list, cells: list[str], inventory: dict,
+                ts: int, device: int, loc: str) -> int | None:
+    """One row's values: identity fields into the device's inventory, numbers as samples; returns
+    the row's clocks-event reasons mask (None: the row has no reason columns)."""
+    mask = None
+    for (field, unit), text in zip(columns, (c.strip() for c in cells)):
+        if field == "timestamp":
+            continue
+        if field in IDENTITY:
+            inventory.setdefault(field, text)
+            continue
+        if field in MASK_COLUMNS:
+            mask = _mask(text)
+            continue
+        reason = field.rsplit(".", 1)[-1]
+        if field.startswith(("clocks_event_reasons.", "clocks_throttle_reasons.")) and reason in REASON_BITS:
+            if text == "Active":
+                mask = (mask or 0) | REASON_BITS[reason]
+            elif text == "Not Active" and mask is None:
+                mask = 0
+            continue
+        _sample(sink, report, ts, device, field, unit, text, loc)
+    return mask
 
 
 def _mask(text: str) -> int:

@@ -1,4 +1,9 @@
-"""Shared helpers: run the real pipeline (parse_artifact -> Parquet) and read it back."""
+"""One way to run a parser in a test: a file in, its events as a DataFrame and its ParseReport out.
+
+`parse_to_frame` goes the service's way (detect the format, `parse_artifact` -> Parquet, read
+back); `parse_with` calls one parser module directly (its keyword options, no detection).
+Both give the same frame shape: name-like columns as plain strings, `a` the decoded attrs.
+"""
 from __future__ import annotations
 
 import gzip
@@ -7,18 +12,39 @@ from pathlib import Path
 
 import orjson
 import pandas as pd
+import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ingest.events import EventSink, ParseReport
 from ingest.parse import parse_artifact
 
+_TEXT_COLUMNS = ("kind", "name", "severity", "unit")
 
-def parse_to_frame(path: Path, tmp_path: Path) -> tuple[pd.DataFrame, object]:
+
+def parse_to_frame(path: Path, tmp_path: Path) -> tuple[pd.DataFrame, ParseReport]:
     out = tmp_path / (path.name + ".parquet")
     report = parse_artifact(path, out, path.name)
-    frame = pq.read_table(out).to_pandas()
-    for col in ("kind", "name"):
-        frame[col] = frame[col].astype(str)
-    return frame, report
+    return _frame(pq.read_table(out)), report
+
+
+def parse_with(module, path: Path, **kwargs) -> tuple[pd.DataFrame, ParseReport]:
+    batches: list = []
+    sink = EventSink("artifact", module.SOURCE, batches.append)
+    report = ParseReport(format=module.FORMAT)
+    module.parse(Path(path), sink, report, **kwargs)
+    sink.flush()
+    if not batches:
+        return pd.DataFrame(columns=["kind", "name", "attrs", "loc", "a"]), report
+    return _frame(pa.Table.from_batches(batches)), report
+
+
+def _frame(table: pa.Table) -> pd.DataFrame:
+    df = table.to_pandas()
+    for col in _TEXT_COLUMNS:
+        if col in df:
+            df[col] = df[col].astype(str)
+    df["a"] = [json.loads(s) for s in df["attrs"]]
+    return df
 
 
 def load_json(path: Path) -> dict:
