@@ -30,4 +30,6 @@ USER tracedoc
 RUN DEBUG=0 SECRET_KEY=collectstatic-only python manage.py collectstatic --noinput
 
 EXPOSE 8000
-CMD ["gunicorn", "tracedoc.wsgi", "--bind", "0.0.0.0:8000", "--workers", "3", "--timeout", "330"]
+# threaded workers (docs/deployment.md): a waiting upload (?wait, at most 10 s) holds one thread, not a process
+CMD ["gunicorn", "tracedoc.wsgi", "--bind", "0.0.0.0:8000", "-k", "gthread", "--workers", "3", "--threads", "4", \
+     "--timeout", "60", "--keep-alive", "5"]

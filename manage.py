@@ -6,7 +6,7 @@ import sys
 
 def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tracedoc.settings")
-    from django.core.management import execute_from_command_line
+    from django.core.management import execute_from_command_line  # Django's own layout: settings named first
     execute_from_command_line(sys.argv)
 
 

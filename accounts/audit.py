@@ -26,8 +26,11 @@ from accounts.models import AuditEntry
 AUDITED: dict[str, tuple[str, ...] | None] = {
     "rules.TeamRule": None,
     "diagnosis.SLODefinition": None,
-    "accounts.ApiToken": ("name", "expires_at", "revoked_at"),
+    "accounts.ApiToken": ("name", "scope", "expires_at", "revoked_at"),
     "diagnosis.ClusterRecord": ("status", "assignee", "snooze_until", "snooze_count"),
+    "alerts.AlertRule": None,
+    # never the HMAC secret: the log is read by the whole team
+    "alerts.Destination": ("name", "kind", "url", "emails", "enabled"),
 }
 # Clusters are created by diagnoses, not by people: only their triage changes are logged.
 UPDATES_ONLY = {"diagnosis.ClusterRecord"}

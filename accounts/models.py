@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from datetime import timedelta
 
 from django.conf import settings
 from django.db import models
@@ -35,6 +36,14 @@ class Team(models.Model):
         return self.slug
 
 
+MAX_TOKEN_DAYS = 3650
+
+
+def expiry_after(days: int | None):
+    """When a token issued now for `days` days stops working (None: never)."""
+    return timezone.now() + timedelta(days=days) if days else None
+
+
 def hash_token_key(key: str) -> str:
     """What the database keeps of a key: its SHA-256. Keys are 160 random bits, so a plain
     hash is enough (no salt or stretching: nothing to guess), and a lookup stays one index probe."""
@@ -50,8 +59,17 @@ class ApiTokenQuerySet(models.QuerySet):
 
 class ApiToken(models.Model):
     """An API key of a user (`Authorization: Token <key>`). Only the key's hash is stored: the
-    key is shown once, when it is issued; `prefix` lets a person tell their keys apart."""
+    key is shown once, when it is issued; `prefix` lets a person tell their keys apart.
+
+    `scope` bounds what the key may do (accounts.permissions.TokenScopePermission); each scope
+    includes the ones before it: read (GET) < upload (traces, agent heartbeats, OTLP) < admin
+    (rules, SLOs, alerts, cluster triage, tokens). A logged-in browser session is not bounded."""
     KEY_CHARS = 40  # hex digits, as DRF's tokens had, so migrated keys keep working
+
+    class Scope(models.TextChoices):
+        READ = "read", "read: look at traces, reports, clusters, rules"
+        UPLOAD = "upload", "upload: read, and upload traces (CI, agents, OTLP exporters)"
+        ADMIN = "admin", "admin: everything, including rules, SLOs, alerts, triage and tokens"
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
     name = models.CharField(max_length=100, default="cli")
@@ -61,6 +79,8 @@ class ApiToken(models.Model):
     expires_at = models.DateTimeField(null=True, blank=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    # keys issued before scopes existed could do everything: the migration keeps them so
+    scope = models.CharField(max_length=8, choices=Scope.choices, default=Scope.ADMIN)
 
     objects = ApiTokenQuerySet.as_manager()
 
@@ -71,20 +91,47 @@ class ApiToken(models.Model):
         return f"{self.user} / {self.name} ({self.prefix}…)"
 
     @classmethod
-    def issue(cls, user, name: str = "cli", expires_at=None) -> tuple["ApiToken", str]:
+    def issue(cls, user, name: str = "cli", expires_at=None, scope: str = Scope.ADMIN) -> tuple["ApiToken", str]:
         """A new token and its key (the only time the key exists outside the client)."""
         key = secrets.token_hex(cls.KEY_CHARS // 2)
         token = cls.objects.create(user=user, name=name, prefix=key[:8], key_hash=hash_token_key(key),
-                                   expires_at=expires_at)
+                                   expires_at=expires_at, scope=scope)
         return token, key
+
+    def allows(self, needed: str) -> bool:
+        """Whether this token's scope includes `needed` (scopes are ordered, each includes the last)."""
+        return SCOPE_ORDER.index(self.scope) >= SCOPE_ORDER.index(needed)
+
+    @property
+    def state(self) -> str:
+        if self.revoked_at is not None:
+            return "revoked"
+        if self.expires_at is not None and self.expires_at <= timezone.now():
+            return "expired"
+        return "active"
 
     @classmethod
     def find(cls, key: str) -> "ApiToken | None":
         return cls.objects.usable().select_related("user").filter(key_hash=hash_token_key(key)).first()
 
     def revoke(self) -> None:
-        self.revoked_at = timezone.now()
-        self.save(update_fields=["revoked_at"])
+        if self.revoked_at is None:  # revoking twice keeps the first time
+            self.revoked_at = timezone.now()
+            self.save(update_fields=["revoked_at"])
+
+
+SCOPE_ORDER = [ApiToken.Scope.READ, ApiToken.Scope.UPLOAD, ApiToken.Scope.ADMIN]
+
+
+class AuditEntryQuerySet(models.QuerySet):
+    def visible_to(self, user) -> "AuditEntryQuerySet":
+        """Changes to the objects of the user's teams, and to the user's own API tokens (a token
+        belongs to a person, not a team)."""
+        if not user.is_authenticated:
+            return self.none()
+        own_tokens = [str(pk) for pk in ApiToken.objects.filter(user=user).values_list("pk", flat=True)]
+        return self.filter(models.Q(team__in=Team.objects.of(user))
+                           | models.Q(object_type="accounts.ApiToken", object_id__in=own_tokens))
 
 
 class AuditEntry(models.Model):
@@ -107,6 +154,8 @@ class AuditEntry(models.Model):
     object_id = models.CharField(max_length=40)
     object_repr = models.CharField(max_length=200)
     changes = models.JSONField(default=dict)
+
+    objects = AuditEntryQuerySet.as_manager()
 
     class Meta:
         ordering = ["-at", "-id"]

@@ -14,6 +14,7 @@ from django.db import models
 from django.utils import timezone
 
 from accounts.models import Team
+from alerts.url_guard import UnsafeDestination, check_url
 from diagnosis.models import ClusterRecord
 from ingest.models import LABEL_KEY, Trace
 from rules.severity import SEVERITIES, at_least
@@ -64,6 +65,11 @@ class Destination(models.Model):
                 raise ValidationError({"emails": "an email destination needs at least one address"})
         elif not self.url and self.kind != self.Kind.PAGERDUTY:
             raise ValidationError({"url": f"a {self.kind} destination needs a URL"})
+        elif self.url:
+            try:
+                check_url(self.url)  # checked again at every send (DNS may change)
+            except UnsafeDestination as e:
+                raise ValidationError({"url": str(e)}) from None
         if self.kind in self.NEEDS_SECRET and not self.secret:
             raise ValidationError({"secret": "a webhook needs a signing secret, PagerDuty a routing key"})
 
@@ -135,6 +141,8 @@ class Delivery(models.Model):
     attempts = models.IntegerField(default=0)
     log = models.JSONField(default=list)  # [{"at", "ok", "status", "error"}] per attempt
     sent_at = models.DateTimeField(null=True, blank=True)
+    # when the broker took its task; null: not yet (the broker was down), the beat job sends it
+    queued_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["alert", "destination"]

@@ -1,5 +1,6 @@
 """Stored reports -> alert evaluation in a worker, once the report's transaction is committed
-and only for a team with enabled alert rules."""
+and only for a team with enabled alert rules. With the broker down the evaluation runs here
+instead, and its deliveries wait, recorded, for the beat job (alerts.tasks.resend_unqueued)."""
 from __future__ import annotations
 
 import logging
@@ -8,9 +9,11 @@ from dataclasses import asdict
 from django.db import transaction
 from django.dispatch import receiver
 
+from alerts.evaluate import fire
 from alerts.models import AlertRule
-from alerts.tasks import evaluate
-from diagnosis.models import clusters_recorded
+from alerts.tasks import enqueue, evaluate
+from diagnosis.models import ClusterTransition, clusters_recorded
+from ingest.models import Trace
 
 log = logging.getLogger(__name__)
 
@@ -26,5 +29,8 @@ def queue_evaluation(sender, trace, transitions, **kwargs) -> None:
 def _send(trace_id: int, payload: list[dict]) -> None:
     try:
         evaluate.delay(trace_id, payload)
-    except Exception as e:  # the broker is unreachable: the diagnosis stands, the alert is lost
-        log.error("trace %s: could not queue its alert evaluation: %s", trace_id, e)
+    except Exception as e:  # the broker is unreachable: evaluate here, so the alerts are recorded
+        log.warning("trace %s: alert evaluation not queued (%s); evaluated in-process", trace_id, e)
+        trace = Trace.objects.filter(pk=trace_id).select_related("team").first()
+        if trace is not None:
+            enqueue([d.pk for d in fire(trace, [ClusterTransition(**t) for t in payload])])

@@ -1,11 +1,14 @@
-"""Alert tasks: `alerts.evaluate` (which rules a stored report fires) and `alerts.deliver`
-(one delivery, retried with exponential backoff; every attempt in the delivery's log)."""
+"""Alert tasks: `alerts.evaluate` (which rules a stored report fires), `alerts.deliver`
+(one delivery, retried with exponential backoff; every attempt in the delivery's log) and the
+beat job `alerts.resend_unqueued` (deliveries whose task the broker did not take)."""
 from __future__ import annotations
 
 import logging
+from datetime import timedelta
 
 from celery import shared_task
 from django.conf import settings
+from django.utils import timezone
 
 from alerts.destinations import SENDERS, DeliveryError
 from alerts.evaluate import fire
@@ -26,9 +29,34 @@ def evaluate(trace_id: int, transitions: list[dict]) -> list[int]:
     if trace is None:
         return []
     deliveries = fire(trace, [ClusterTransition(**t) for t in transitions])
-    for d in deliveries:
-        deliver.delay(d.pk)
+    enqueue([d.pk for d in deliveries])
     return [d.pk for d in deliveries]
+
+
+def enqueue(delivery_ids: list[int]) -> list[int]:
+    """Queue a `deliver` task per delivery and mark those the broker took; one it refused
+    (down) stays unqueued for `resend_unqueued`. Returns the ids queued."""
+    queued = []
+    for pk in delivery_ids:
+        try:
+            deliver.delay(pk)
+        except Exception as e:  # kombu's OperationalError and friends: the broker is unreachable
+            log.warning("alert delivery %s not queued (broker unreachable, the beat job sends it): %s", pk, e)
+            continue
+        queued.append(pk)
+    Delivery.objects.filter(pk__in=queued, queued_at__isnull=True).update(queued_at=timezone.now())
+    return queued
+
+
+@shared_task(name="alerts.resend_unqueued")
+def resend_unqueued(unsent_after_s: float | None = None) -> list[int]:
+    """Beat job: queue the pending deliveries no broker took, once older than
+    TRACEDOC_ALERT_UNSENT_AFTER_S (younger ones may still be on their way)."""
+    age = settings.TRACEDOC_ALERT_UNSENT_AFTER_S if unsent_after_s is None else unsent_after_s
+    ids = list(Delivery.objects.filter(state=Delivery.State.PENDING, queued_at__isnull=True,
+                                       alert__created_at__lte=timezone.now() - timedelta(seconds=age))
+               .order_by("pk").values_list("pk", flat=True)[:1000])
+    return enqueue(ids)
 
 
 def backoff_s(retries: int) -> float:
@@ -45,7 +73,7 @@ def deliver(self, delivery_id: int) -> str:
     try:
         status = SENDERS[delivery.destination.kind](delivery.destination, AlertMessage.from_dict(delivery.alert.payload))
     except DeliveryError as e:
-        final = delivery.attempts + 1 >= settings.TRACEDOC_ALERT_MAX_ATTEMPTS
+        final = e.final or delivery.attempts + 1 >= settings.TRACEDOC_ALERT_MAX_ATTEMPTS
         delivery.record(False, e.status, str(e), final=final)
         log.warning("alert delivery %s to %s failed (attempt %s): %s", delivery.pk, delivery.destination,
                     delivery.attempts, e)

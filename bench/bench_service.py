@@ -59,7 +59,7 @@ import psycopg
 import redis
 import requests
 
-from tests.web.stack import free_port, reachable  # the test stacks' port helpers
+from tests.support.stack import free_port, reachable  # the test stacks' port helpers
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent

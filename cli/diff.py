@@ -46,6 +46,7 @@ class _Unusable(Exception):
 
 
 def cmd_diff(args) -> int:
+    # the engine (pandas, pyarrow: ~1 s of imports) only when a diff runs, as for `diagnose`
     from diagnosis.diff import compare
     from diagnosis.diff_render import RENDERERS
     from ingest.events import ParseError
@@ -73,6 +74,7 @@ def cmd_diff(args) -> int:
 
 def _diagnose(path: str, rules, show_progress: bool):
     """(JSON report, figures) of one side; names its unusable files on stderr."""
+    # the engine, as in cmd_diff
     from diagnosis.pipeline import run
     from diagnosis.trace_figures import measure
 

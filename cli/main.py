@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from cli.output import EXIT_BAD_INPUT, EXIT_INTERNAL, FORMATS, internal_error, print_report
+from cli.output import EXIT_BAD_INPUT, EXIT_INTERNAL, FORMATS, internal_error, print_report, run
 from rules.cli_parser import add_rules_parser
 from rules.severity import SEVERITIES
 
@@ -59,8 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    return args.func(args)
+    return run(build_parser(), argv)
 
 
 if __name__ == "__main__":

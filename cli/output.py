@@ -1,6 +1,7 @@
 """Rendering a report and choosing the exit status: shared by `diagnose` and `submit`."""
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import traceback
@@ -18,6 +19,12 @@ FORMATS = ("text", "json", "junit", "sarif", "markdown")
 # 3 an internal error: tracedoc itself failed (a bug), whatever the findings. Never 1, so CI
 # does not read a crash as "findings".
 EXIT_INTERNAL = 3
+
+
+def run(parser: argparse.ArgumentParser, argv: list[str] | None) -> int:
+    """Parse `argv` and run the command it names (each sub-parser sets `func`); its exit status."""
+    args = parser.parse_args(argv)
+    return args.func(args)
 
 
 def internal_error(e: Exception) -> int:

@@ -6,8 +6,9 @@ at or above --fail-on, 1 findings at or above it, 2 unusable input, and also 2 w
 cannot be reached, refuses the token or the upload, or the diagnosis fails or does not finish
 within --timeout. Every format names the trace's web page, so a CI log points to it.
 
-Runs with `requests` alone (the `tracedoc-client` distribution, client/): nothing on this path
-imports Django, pandas or pyarrow (tests/cli/test_slim_client.py).
+Runs on the standard library alone (the `tracedoc-client` distribution, clients/python/):
+nothing on this path imports Django, pandas, pyarrow or requests (tests/tracedoc/test_client_distribution.py
+installs that distribution into a bare virtual environment and submits with it).
 """
 from __future__ import annotations
 
@@ -21,7 +22,9 @@ import time
 from pathlib import Path
 from typing import BinaryIO
 
+from cli.api_client import ApiClient, ApiError
 from cli.output import EXIT_BAD_INPUT, EXIT_OK, FORMATS, print_report
+from diagnosis.render import RENDERERS, RenderOptions
 from diagnosis.results import Report
 from rules.severity import SEVERITIES
 
@@ -60,8 +63,6 @@ class SubmitError(Exception):
 
 
 def cmd_submit(args) -> int:
-    from agent.uploader import ApiClient, ApiError
-
     timeout = args.timeout if args.timeout is not None else (args.wait or DEFAULT_TIMEOUT_S)
     wait = min(timeout if args.wait is None else args.wait, timeout, SERVER_MAX_WAIT_S)
     try:
@@ -97,8 +98,6 @@ def _also(values: list[str]) -> list[tuple[str, Path]]:
 
 
 def _write_also(report: Report, also: list[tuple[str, Path]], args, web_url: str | None) -> int:
-    from diagnosis.render import RENDERERS, RenderOptions
-
     options = RenderOptions(fail_on=args.fail_on, web_url=web_url)
     for fmt, path in also:
         try:

@@ -90,7 +90,7 @@ class StreamFilterForm(forms.Form):
     first_seen_before = forms.DateTimeField(required=False)
     last_seen_after = forms.DateTimeField(required=False)
     last_seen_before = forms.DateTimeField(required=False)
-    q = forms.CharField(required=False, max_length=200, label="text")
+    q = forms.CharField(required=False, max_length=200, label="Text")
     assignee = forms.CharField(required=False, max_length=150, help_text="a username, me or none")
     sort = forms.ChoiceField(choices=[(s, s.replace("_", " ")) for s in SORTS], required=False)
     period = forms.IntegerField(required=False, min_value=1, max_value=90,

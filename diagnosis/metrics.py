@@ -72,8 +72,11 @@ def gpu_busy_pct(temporal: list[dict] | None) -> float | None:
     return round(100.0 * (1 - sum(r.get("idle_ns", 0) for r in rows) / span), 2)
 
 
-def ttft_ms(violations: list[dict]) -> float | None:
-    """The TTFT a report carries: the observed value of a violated time_to_first_token SLO."""
+def ttft_ms(slis: dict | None, violations: list[dict]) -> float | None:
+    """The TTFT a report carries: its `slis`, or in a report stored before those, the observed
+    value of a violated time_to_first_token SLO."""
+    if isinstance(slis, dict) and "ttft_ms" in slis:
+        return None if slis["ttft_ms"] is None else float(slis["ttft_ms"])
     observed = [v["observed"] for v in violations if v.get("sli") == TTFT_SLI and v.get("observed") is not None]
     return float(observed[0]) if observed else None
 
@@ -100,8 +103,10 @@ class TracedocCollector(Collector):
     """All of tracedoc's metrics for `teams`, read from the database when collected."""
 
     def __init__(self, teams: Iterable[Team], *, window: timedelta = DEFAULT_WINDOW,
-                 broker_url: str = "", queue: str = ""):
+                 broker_url: str = "", queue: str = "", queues: Iterable[str] = ()):
         self.window, self.broker_url, self.queue = window, broker_url, queue
+        # the default queue and the role queues (parse, diagnose, notify: settings.TRACEDOC_QUEUES)
+        self.queues = list(dict.fromkeys(q for q in (queue, *queues) if q))
         self.team_ids = list(Team.objects.filter(pk__in=[t.pk for t in teams])
                              .annotate(active=Max("traces__created_at"))
                              .order_by("-active", "slug").values_list("pk", flat=True)[:MAX_TEAMS])
@@ -114,9 +119,15 @@ class TracedocCollector(Collector):
         yield self._clusters()
         yield self._traces_by_state()
         yield from self._parsing(since)
-        depth = self._queue_depth()
-        if depth is not None:
-            yield GaugeMetricFamily("tracedoc_queue_depth", "Tasks waiting in the broker queue", value=depth)
+        depths = self._queue_depths()
+        if depths is not None:
+            yield GaugeMetricFamily("tracedoc_queue_depth", "Tasks waiting in the broker queues",
+                                    value=sum(depths.values()))
+            by_queue = GaugeMetricFamily("tracedoc_queue_depth_by_queue", "Tasks waiting in each broker queue "
+                                         "(scale a role's workers on its queue)", labels=["queue"])
+            for queue, depth in depths.items():
+                by_queue.add_metric([queue], depth)
+            yield by_queue
 
     # --- SLIs of the stored reports -------------------------------------------------------
 
@@ -141,9 +152,9 @@ class TracedocCollector(Collector):
         latest: dict[tuple[str, str], TraceRow] = {}
         for row in rows:
             latest.setdefault((row.team, row.host), row)
-        reports = {pk: (series, temporal) for pk, series, temporal in Trace.objects.filter(
+        reports = {pk: (series, temporal, slis) for pk, series, temporal, slis in Trace.objects.filter(
             pk__in=[r.id for r in latest.values()]).values_list(
-            "id", "report__trace__series", "report__breakdowns__temporal")}
+            "id", "report__trace__series", "report__breakdowns__temporal", "report__slis")}
         labels = ["team", "host"]
         quantiles = GaugeMetricFamily("tracedoc_step_latency_ms",
                                       "Steady-state step latency of the newest trace, by quantile",
@@ -157,7 +168,7 @@ class TracedocCollector(Collector):
                                  labels=labels)
         info = GaugeMetricFamily("tracedoc_latest_trace_id", "Id of the newest done trace", labels=labels)
         for (team, host), row in sorted(latest.items()):
-            series, temporal = reports.get(row.id, (None, None))
+            series, temporal, slis = reports.get(row.id, (None, None, None))
             values = [team, host]
             info.add_metric(values, row.id)
             steps = steady_steps_ms(series)
@@ -167,7 +178,7 @@ class TracedocCollector(Collector):
                 counts = np.searchsorted(np.sort(steps), STEP_BUCKETS_MS, side="right")
                 buckets.add_metric(values, [*((floatToGoString(b), int(c)) for b, c in zip(STEP_BUCKETS_MS, counts)),
                                             ("+Inf", len(steps))], gsum_value=round(sum(steps), 3))
-            if (first := ttft_ms(row.violations)) is not None:
+            if (first := ttft_ms(slis, row.violations)) is not None:
                 ttft.add_metric(values, first)
             if (share := gpu_busy_pct(temporal)) is not None:
                 busy.add_metric(values, share)
@@ -227,14 +238,15 @@ class TracedocCollector(Collector):
             failed.add_metric([team, stage], n)
         return [parse, failed]
 
-    def _queue_depth(self) -> int | None:
-        """Messages waiting in a Redis broker queue (kombu keeps a queue as a list under its name);
-        None for another broker, or one that does not answer at once: a scrape never waits on it."""
-        if not self.broker_url.startswith(("redis://", "rediss://")) or not self.queue:
+    def _queue_depths(self) -> dict[str, int] | None:
+        """Messages waiting in each Redis broker queue (kombu keeps a queue as a list under its
+        name); None for another broker, or one that does not answer at once: a scrape never
+        waits on it."""
+        if not self.broker_url.startswith(("redis://", "rediss://")) or not self.queues:
             return None
         try:
             client = redis.Redis.from_url(self.broker_url, socket_timeout=0.5, socket_connect_timeout=0.5)
-            return int(client.llen(self.queue))
+            return {q: int(client.llen(q)) for q in self.queues}
         except redis.RedisError:
             return None
 
@@ -244,4 +256,10 @@ def collector_for(teams: Iterable[Team]) -> TracedocCollector:
     Celery app publishes to."""
     days = getattr(settings, "TRACEDOC_METRICS_WINDOW_DAYS", DEFAULT_WINDOW.days)
     return TracedocCollector(teams, window=timedelta(days=days), broker_url=str(app.conf.broker_url or ""),
-                             queue=str(app.conf.task_default_queue or ""))
+                             queue=str(app.conf.task_default_queue or ""),
+                             queues=_routed_queues(app.conf.task_routes))
+
+
+def _routed_queues(routes) -> list[str]:
+    """The queues the app's routes send tasks to (parse, diagnose, notify: tracedoc/settings.py)."""
+    return [r["queue"] for r in (routes or {}).values() if isinstance(r, dict) and r.get("queue")]

@@ -13,12 +13,15 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models, transaction
 from django.dispatch import Signal
 from django.utils import timezone
 
 from accounts.models import Team
 from diagnosis.results import Cluster, Report, json_values
+from diagnosis.slis import SLI_FUNCTIONS
+from diagnosis.slo import SLO, SLOError, load_slos
 from ingest.models import Trace
 from rules.results import Evidence, Finding
 from rules.severity import RANK, SEVERITIES, at_least
@@ -297,7 +300,6 @@ class SLOQuerySet(models.QuerySet):
     def effective_for(self, team: Team) -> list:
         """The builtin SLOs with the team's enabled ones added; a team SLO with a builtin's
         id replaces it, a disabled one switches the builtin off."""
-        from diagnosis.slo import load_slos
         merged = {s.id: s for s in load_slos()}
         for row in self.filter(team=team):
             if row.enabled:
@@ -328,15 +330,10 @@ class SLODefinition(models.Model):
         return f"{self.slo_id}: {self.sli} {self.objective}"
 
     def as_slo(self):
-        from diagnosis.slo import SLO
         return SLO(id=self.slo_id, title=self.title or self.slo_id, sli=self.sli, objective=self.objective,
                    window=self.window)
 
     def clean(self) -> None:
-        from django.core.exceptions import ValidationError
-
-        from diagnosis.slis import SLI_FUNCTIONS
-        from diagnosis.slo import SLOError
         if self.sli not in SLI_FUNCTIONS:
             raise ValidationError({"sli": f"unknown SLI {self.sli!r}; known: {', '.join(sorted(SLI_FUNCTIONS))}"})
         try:

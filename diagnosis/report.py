@@ -11,6 +11,7 @@ from diagnosis.breakdowns import breakdowns
 from diagnosis.results import ArtifactEntry, Report, TraceSummary, rule_failures
 from diagnosis.series import plot_series
 from diagnosis.slo import evaluate_slos
+from diagnosis.trace_figures import headline_slis
 from ingest.progress import DIAGNOSIS_STAGES as STAGES
 from rules.compiler import compile_pack
 from rules.evaluator import evaluate_rules, precompute_features
@@ -73,7 +74,7 @@ def build_report(artifacts, events: pd.DataFrame, rules=None, alignment: list[di
         warnings=tuple(warnings or ()))
     return Report(trace=trace, findings=tuple(reported), violations=tuple(violations), clusters=tuple(clusters),
                   rule_errors=rule_failures(rule_errors), suppressed=tuple(suppressed),
-                  breakdowns=breakdowns(events).to_dict())
+                  breakdowns=breakdowns(events).to_dict(), slis=headline_slis(ctx))
 
 
 def _artifact_entry(a, extents: Mapping[str, tuple[int, int]]) -> ArtifactEntry:

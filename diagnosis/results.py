@@ -177,6 +177,9 @@ class Report:
     suppressed: tuple[Suppression, ...] = ()
     # HTA-style figures (diagnosis.breakdowns.Breakdowns.to_dict()): shown, never judged
     breakdowns: Mapping[str, Any] = field(default_factory=dict)
+    # headline figures of the trace (diagnosis.trace_figures.headline_slis): time to first token
+    # and GPU busy, None where the trace cannot give them; stored so diffs and /metrics need no events
+    slis: Mapping[str, float | None] = field(default_factory=dict)
     version: int = REPORT_VERSION
 
     @property
@@ -201,6 +204,7 @@ class Report:
             "suppressed": [s.to_dict() for s in self.suppressed],
             "summary": self.summary.to_dict(),
             "breakdowns": dict(self.breakdowns),
+            "slis": json_values(dict(self.slis)),
         }
 
     @classmethod
@@ -213,7 +217,7 @@ class Report:
                    rule_errors=tuple(RuleFailure(e["rule_id"], e["error"]) for e in d.get("rule_errors") or ()),
                    suppressed=tuple(Suppression(s["rule_id"], s.get("root_cause") or "", s["by"])
                                     for s in d.get("suppressed") or ()),
-                   breakdowns=dict(d.get("breakdowns") or {}),
+                   breakdowns=dict(d.get("breakdowns") or {}), slis=dict(d.get("slis") or {}),
                    version=int(d.get("version") or REPORT_VERSION))
 
 

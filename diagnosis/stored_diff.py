@@ -1,9 +1,9 @@
 """The diff of two stored reports (the web page and the API): `diagnosis.diff.compare` on the
-report dicts alone, with the kernel table taken from the reports' HTA kernel breakdowns.
+report dicts alone. Time to first token and GPU busy come from the report's `slis`, the kernel
+table from its HTA kernel breakdowns.
 
-A stored report has no event table, so GPU busy and time to first token stay missing ("n/a",
-with the reason) exactly as for a side the CLI could not measure; only the kernel times have a
-stored equivalent.
+A report stored before it had `slis` gives no TTFT or GPU busy: those stay missing ("n/a", with
+the reason) exactly as for a side the CLI could not measure.
 """
 from __future__ import annotations
 
@@ -31,11 +31,24 @@ def kernel_figures(report: dict) -> TraceFigures | None:
     return TraceFigures(gpu_busy_pct=None, ttft_ms=None, top_kernels=kernels)
 
 
+def stored_figures(report: dict) -> TraceFigures | None:
+    """The figures a stored report carries; None for one stored before `slis` existed."""
+    slis = report.get("slis")
+    if not isinstance(slis, dict):
+        return None
+    kernels = kernel_figures(report)
+    return TraceFigures(gpu_busy_pct=slis.get("gpu_busy_pct"), ttft_ms=slis.get("ttft_ms"),
+                        top_kernels=kernels.top_kernels if kernels else ())
+
+
 def compare_stored(base: dict, new: dict, *, fail_on: str = "error",
                    fail_on_regression_pct: float | None = None) -> ReportDiff:
     gates = {"fail_on": fail_on, "fail_on_regression_pct": fail_on_regression_pct}
-    # SLIs compared without figures, so a missing TTFT / GPU busy says "needs the trace's events"
-    # rather than "no token-emitting steps"; the kernel rows alone come from the breakdowns.
-    diff = compare(base, new, **gates)
+    figures = [stored_figures(r) for r in (base, new)]
+    diff = compare(base, new, *figures, **gates)
+    if all(figures):
+        return diff
+    # an older report: its TTFT / GPU busy say "needs the trace's events" (no figures), while
+    # the kernel rows still come from both breakdowns
     kernels = compare(base, new, kernel_figures(base), kernel_figures(new), **gates).kernels
     return replace(diff, kernels=kernels)

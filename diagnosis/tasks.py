@@ -49,6 +49,11 @@ def diagnose_trace(trace_id: int, run_id: str = "") -> None:
         trace.transition(Trace.State.FAILED, error="diagnosis took longer than the worker's time limit "
                          "(TRACEDOC_TASK_SOFT_TIME_LIMIT); a team rule may be too costly")
         return
+    except MemoryError:  # past the pool child's cap (tracedoc.celery); the worker serves on
+        log.exception("diagnose_trace %s: out of memory", trace.pk)
+        trace.transition(Trace.State.FAILED, error="out of memory: diagnosing this trace needed more than the "
+                         "worker's per-task memory limit (TRACEDOC_TASK_MEMORY_LIMIT_MB)")
+        return
     except Exception as e:
         log.exception("diagnose_trace %s failed", trace.pk)
         trace.transition(Trace.State.FAILED, error=f"diagnosis failed ({type(e).__name__}: {e}); "

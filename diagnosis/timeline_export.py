@@ -16,22 +16,28 @@ def chrome_trace(index: TimelineIndex, start_ns: int, end_ns: int,
     lanes first; times in µs after the trace's origin, as the format wants."""
     events: list[dict] = []
     processes: dict[str, int] = {}
+    threads: dict[tuple, int] = {}
     origin = index.start_ns
     left = max_events
     truncated = False
     for lane in index.lanes:
         process = " · ".join(lane.path[:2]) if lane.group in ("gpu", "cpu", "counter") else lane.group
         pid = processes.setdefault(process, len(processes) + 1)
-        events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": lane.id + 1,
-                       "args": {"name": " · ".join(lane.path[2:]) or lane.label}})
+        # a thread's depth lanes are one thread again: Perfetto nests its calls by itself
+        thread_key = ("cpu", lane.path) if lane.group == "cpu" else ("lane", lane.id)
+        tid = threads.get(thread_key)
+        if tid is None:
+            tid = threads[thread_key] = lane.id + 1
+            events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid,
+                           "args": {"name": " · ".join(lane.path[2:]) or lane.label}})
         if lane.type == BANDS:
             for band in (b for b in index.bands if b.lane == lane.id and b.ts < end_ns and b.ts + b.dur >= start_ns):
                 events.append({"ph": "X", "name": f"{band.ref} {band.title}", "cat": band.kind, "pid": pid,
-                               "tid": lane.id + 1, "ts": (band.ts - origin) / 1000, "dur": band.dur / 1000,
+                               "tid": tid, "ts": (band.ts - origin) / 1000, "dur": band.dur / 1000,
                                "args": {"severity": band.severity}})
             continue
         s, e = int(index.offsets[lane.id]), int(index.offsets[lane.id + 1])
-        lo = s + int(np.searchsorted(index.run_end[s:e], start_ns, side="right"))
+        lo = s + int(np.searchsorted(index.run_end[s:e], start_ns, side="left"))
         hi = s + int(np.searchsorted(index.ts[s:e], end_ns, side="left"))
         rows = lo + np.flatnonzero(index.end[lo:hi] >= start_ns) if hi > lo else np.zeros(0, np.int64)
         if len(rows) > left:
@@ -43,10 +49,10 @@ def chrome_trace(index: TimelineIndex, start_ns: int, end_ns: int,
         kinds = [index.kinds[k] for k in index.kind[rows].tolist()]
         if lane.type == CURVE:
             values = np.nan_to_num(index.value[rows]).tolist()
-            events.extend({"ph": "C", "name": str(n), "pid": pid, "tid": lane.id + 1, "ts": t, "args": {str(n): v}}
+            events.extend({"ph": "C", "name": str(n), "pid": pid, "tid": tid, "ts": t, "args": {str(n): v}}
                           for t, n, v in zip(ts, names, values))
         else:
-            events.extend({"ph": "X" if d > 0 else "i", "name": str(n), "cat": k, "pid": pid, "tid": lane.id + 1,
+            events.extend({"ph": "X" if d > 0 else "i", "name": str(n), "cat": k, "pid": pid, "tid": tid,
                            "ts": t, **({"dur": d} if d > 0 else {"s": "t"})}
                           for t, d, n, k in zip(ts, dur, names, kinds))
     events.extend({"ph": "M", "name": "process_name", "pid": pid, "args": {"name": name}}

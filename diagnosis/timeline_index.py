@@ -1,8 +1,9 @@
 """The trace's events arranged for the zoomable timeline (pure: no Django, no I/O).
 
 `build_index(events, report)` sorts every timed event into a lane once: GPU work per
-host -> device -> stream, host calls per host -> process -> thread, log lines per file, one
-curve per telemetry metric, per-step latency, and finding / SLO-violation bands. Each lane's
+host -> device -> stream, host calls per host -> process -> thread -> call depth (a flame
+chart: a CPU op sits one lane below the op it runs inside), log lines per file, one curve per
+telemetry metric, per-step latency, and finding / SLO-violation bands. Each lane's
 rows are kept sorted by start time with a running maximum of their end times, so any view
 (`diagnosis.timeline_view`) finds the rows it overlaps with two binary searches instead of a
 scan of the whole trace.
@@ -25,6 +26,9 @@ COUNTER_KIND = "sample"
 SPANS, CURVE, BANDS = "spans", "curve", "bands"
 # Lane groups in the order the page stacks them.
 GROUP_ORDER = ("findings", "steps", "gpu", "cpu", "counter", "log")
+# Host calls deeper than this share the last depth lane of their thread (a 40-deep Python
+# stack would otherwise push every other lane off the page).
+MAX_DEPTH = 16
 
 
 @dataclass(frozen=True)
@@ -34,14 +38,19 @@ class Lane:
     path: tuple[str, ...]      # host -> device -> stream, host -> process -> thread, ...
     type: str                  # SPANS, CURVE or BANDS
     unit: str = ""
+    depth: int = 0             # host calls: how many calls of the same thread this lane's run inside
 
     @property
     def label(self) -> str:
+        # deeper lanes name only their thread: the lane above says which host and process
+        if self.depth:
+            thread = next((p for p in reversed(self.path) if p != "other events"), self.path[-1])
+            return f"{thread} · depth {self.depth}"
         return " · ".join(self.path)
 
     def to_dict(self, events: int) -> dict:
         return {"id": self.id, "group": self.group, "path": list(self.path), "label": self.label,
-                "type": self.type, "unit": self.unit, "events": events}
+                "type": self.type, "unit": self.unit, "depth": self.depth, "events": events}
 
 
 @dataclass(frozen=True)
@@ -128,8 +137,38 @@ def _lane_keys(events: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray, np.ndarr
     return keys, host_names, art_names, name_names
 
 
+def nesting_depth(thread: np.ndarray, ts: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Per row, how many rows of the same `thread` started no later and are still running
+    when it starts: its depth in that thread's call stack when calls nest properly (a call
+    that overlaps another without nesting is simply stacked below it). O(n log n) in numpy.
+
+    With each thread's rows ordered by start, then longest first, row i's depth is the number
+    of earlier rows that end after it starts: i minus the rows that ended by then. A
+    zero-length row at the same start as i that sorts after i also "ends by then"; it is not
+    before i, so it is taken back out."""
+    out = np.zeros(len(ts), np.int64)
+    if not len(ts):
+        return out
+    order = np.lexsort((-end, ts, thread))
+    g, t, e = thread[order], ts[order], end[order]
+    bounds = np.flatnonzero(np.r_[True, g[1:] != g[:-1], True])
+    depth = np.empty(len(order), np.int64)
+    for s, stop in zip(bounds[:-1].tolist(), bounds[1:].tolist()):  # threads are few; rows many
+        tt, ee = t[s:stop], e[s:stop]
+        i = np.arange(stop - s)
+        ended = np.searchsorted(np.sort(ee), tt, side="right")
+        zero = ee == tt
+        zero_ts = tt[zero]
+        zeros_here = np.searchsorted(zero_ts, tt, side="right") - np.searchsorted(zero_ts, tt, side="left")
+        block_last = np.searchsorted(tt, tt, side="right") - 1
+        not_before = np.where(zero, block_last - i + 1, zeros_here)
+        depth[s:stop] = i - (ended - not_before)
+    out[order] = depth
+    return out
+
+
 def _lane_path(key: tuple, host_names, art_names, name_names) -> tuple[str, ...]:
-    group, host, a, b = (int(k) for k in key)
+    group, host, a, b, _depth = (int(k) for k in key)
     host_name = str(art_names[-1 - host]) if host < 0 else str(host_names[host])
     if group == GPU:
         parts = (f"GPU {a}", f"stream {b}" if b >= 0 else "")
@@ -144,8 +183,18 @@ def _lane_path(key: tuple, host_names, art_names, name_names) -> tuple[str, ...]
 
 
 def _lane_sort_key(key: tuple, path: tuple[str, ...]) -> tuple:
-    group, host, a, b = (int(k) for k in key)
-    return GROUP_ORDER.index(_GROUP_NAMES[group]), path[0], a, b, path
+    group, host, a, b, depth = (int(k) for k in key)
+    return GROUP_ORDER.index(_GROUP_NAMES[group]), path[0], a, b, path, depth
+
+
+def _with_depth(keys: pd.DataFrame, ts: np.ndarray, end: np.ndarray) -> pd.DataFrame:
+    """`keys` plus each host call's depth in its thread (0 for every other row)."""
+    depth = np.zeros(len(keys), np.int64)
+    cpu = keys["group"].to_numpy() == CPU
+    if cpu.any():
+        thread = keys.loc[cpu, ["host", "a", "b"]].groupby(["host", "a", "b"], sort=False).ngroup().to_numpy(np.int64)
+        depth[cpu] = np.minimum(nesting_depth(thread, ts[cpu], end[cpu]), MAX_DEPTH - 1)
+    return keys.assign(depth=depth)
 
 
 def build_index(events: pd.DataFrame, report: Report | None = None) -> TimelineIndex:
@@ -156,8 +205,11 @@ def build_index(events: pd.DataFrame, report: Report | None = None) -> TimelineI
     # only the columns lanes need: taking rows of the free-text columns would cost seconds
     frame = events[["kind", "name", "host", "artifact", "device", "stream", "pid", "tid", "value", "unit"]].iloc[timed]
     keys, host_names, art_names, name_names_all = _lane_keys(frame)
+    ts = ts_all[timed]
+    dur = np.maximum(events["dur"].to_numpy(np.int64)[timed], 0)
+    keys = _with_depth(keys, ts, ts + dur)
     # groups numbered in order of first appearance, as drop_duplicates lists them
-    lane_of_row = keys.groupby(["group", "host", "a", "b"], sort=False).ngroup().to_numpy(np.int64)
+    lane_of_row = keys.groupby(["group", "host", "a", "b", "depth"], sort=False).ngroup().to_numpy(np.int64)
     found = list(keys.drop_duplicates().itertuples(index=False, name=None))
     paths = [_lane_path(k, host_names, art_names, name_names_all) for k in found]
     order_of_lane = sorted(range(len(found)), key=lambda i: _lane_sort_key(found[i], paths[i]))
@@ -172,7 +224,8 @@ def build_index(events: pd.DataFrame, report: Report | None = None) -> TimelineI
     for position, i in enumerate(order_of_lane):
         group = _GROUP_NAMES[int(found[i][0])]
         rank[i] = position + extra_lanes
-        lanes.append(Lane(position + extra_lanes, group, paths[i], CURVE if group == "counter" else SPANS, units[i]))
+        lanes.append(Lane(position + extra_lanes, group, paths[i], CURVE if group == "counter" else SPANS, units[i],
+                          int(found[i][4])))
     prefix = [Lane(i, "findings", (f"findings {i + 1}" if band_lanes > 1 else "findings",), BANDS)
               for i in range(band_lanes)]
     if steps is not None:
@@ -180,8 +233,6 @@ def build_index(events: pd.DataFrame, report: Report | None = None) -> TimelineI
     lanes = prefix + lanes
 
     lane = rank[lane_of_row] if len(found) else np.zeros(0, np.int64)
-    ts = ts_all[timed]
-    dur = np.maximum(events["dur"].to_numpy(np.int64)[timed], 0)
     kind_codes, kind_names = _strings(frame["kind"]) if len(frame) else (np.zeros(0, np.int32), np.array([], object))
     kinds = tuple(str(k) for k in kind_names) + ("step",)
     value = frame["value"].to_numpy(np.float64) if len(frame) else np.zeros(0)

@@ -41,9 +41,10 @@ class View:
 
 
 def _first_overlapping(index: TimelineIndex, s: int, e: int, start_ns: int) -> int:
-    """The first row of the lane [s, e) that may end after start_ns: before it every row ended
-    (the running maximum of the ends is sorted, so one binary search finds it)."""
-    return s + int(np.searchsorted(index.run_end[s:e], start_ns, side="right"))
+    """The first row of the lane [s, e) that may end at or after start_ns: before it every row
+    ended (the running maximum of the ends is sorted, so one binary search finds it). "At":
+    a zero-length event at start_ns ends there and is in the view."""
+    return s + int(np.searchsorted(index.run_end[s:e], start_ns, side="left"))
 
 
 def share_budget(counts: list[int], budget: int) -> list[int]:

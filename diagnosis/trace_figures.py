@@ -1,6 +1,7 @@
-"""Figures of one trace that its report does not carry: GPU busy share, time to first token and
-the kernels that took the most GPU time. They need the event table, so they exist only where a
-trace is diagnosed in-process (`tracedoc diff`); a figure a trace cannot give stays None.
+"""Figures of one trace for `tracedoc diff`: GPU busy share, time to first token and the kernels
+that took the most GPU time. They need the event table; the report stores the first two
+(`headline_slis`, the report's `slis`), so a stored report gives them too (diagnosis.stored_diff);
+the kernel table of a stored report comes from its breakdowns. A figure a trace cannot give is None.
 """
 from __future__ import annotations
 
@@ -32,6 +33,11 @@ class TraceFigures:
 def measure(events: pd.DataFrame) -> TraceFigures:
     ctx = TraceContext(events)
     return TraceFigures(gpu_busy_pct=_gpu_busy_pct(ctx), ttft_ms=_ttft_ms(ctx), top_kernels=_top_kernels(ctx.events))
+
+
+def headline_slis(ctx: TraceContext) -> dict[str, float | None]:
+    """The figures the report stores under `slis`."""
+    return {"ttft_ms": _ttft_ms(ctx), "gpu_busy_pct": _gpu_busy_pct(ctx)}
 
 
 def _gpu_busy_pct(ctx: TraceContext) -> float | None:

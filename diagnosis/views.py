@@ -12,6 +12,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from diagnosis import stream
+from diagnosis.cluster_activity import activity_log
 from diagnosis.forms import BulkActionForm, ClusterTriageForm, CommentForm, SnoozeForm, StreamFilterForm
 from diagnosis.latency_chart import chart
 from diagnosis.models import ClusterRecord
@@ -116,7 +117,7 @@ def cluster_detail(request, cluster_id: int):
         "cluster": cluster, "row": row, "headline": findings[0] if findings else None,
         "traces": list(traces.values()),
         "rule_versions": sorted({(f.rule_id, f.rule_version) for f in findings}),
-        "activity": cluster.activity.select_related("actor", "trace")[:200],
+        "activity": activity_log(cluster),
         "form": ClusterTriageForm(instance=cluster, prefix=f"c{cluster.pk}"),
         "comment_form": CommentForm(), "snooze_form": SnoozeForm()})
 

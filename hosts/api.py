@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from django.core.exceptions import ValidationError
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
@@ -30,8 +30,23 @@ def _team(user, slug: str | None):
         raise serializers.ValidationError({"team": e.messages}) from None
 
 
+# one row of hosts.listing.host_list: agent hosts carry the agent's fields too
+HOST_ROW = inline_serializer("HostRow", {
+    "host": serializers.CharField(), "team": serializers.CharField(), "traces": serializers.IntegerField(),
+    "last_trace": serializers.IntegerField(allow_null=True), "last_trace_at": serializers.DateTimeField(allow_null=True),
+    "last_state": serializers.CharField(allow_null=True), "last_worst": serializers.CharField(allow_null=True),
+    "id": serializers.IntegerField(allow_null=True), "agent": serializers.BooleanField(),
+    "agent_version": serializers.CharField(required=False), "gpus": serializers.ListField(required=False),
+    "last_seen": serializers.DateTimeField(required=False, allow_null=True),
+    "stale": serializers.BooleanField(required=False), "heartbeat_interval": serializers.FloatField(required=False),
+    "pending_bundles": serializers.IntegerField(required=False),
+    "last_bundle_at": serializers.DateTimeField(required=False, allow_null=True),
+    "last_bundle_trace": serializers.IntegerField(required=False, allow_null=True)}, many=True)
+
+
 class HostViewSet(viewsets.ViewSet):
-    @extend_schema(responses={200: OpenApiTypes.OBJECT})
+    token_scopes = {"heartbeat": "upload"}  # accounts.permissions: an agent's upload token beats
+    @extend_schema(responses={200: HOST_ROW})
     def list(self, request):
         """Agent hosts (last heartbeat, stale or not, version, GPUs, last bundle) and the hosts
         your teams' recent traces name (trace count, the latest trace, its state and worst severity)."""

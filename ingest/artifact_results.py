@@ -16,6 +16,7 @@ import pyarrow as pa
 
 from ingest.events import ParseError
 from ingest.parse import InternalParseError, Progress, parse_artifact, parse_to_table
+from ingest.stored_file import StoredFile
 
 
 @dataclass
@@ -25,7 +26,7 @@ class ArtifactResult:
     events: int = 0
     warnings: list[str] = field(default_factory=list)
     error: str = ""                # set when the file was unusable
-    parquet: Path | None = None
+    parquet: Path | StoredFile | None = None  # the service's stored events (ingest/stored_file.py)
     meta: dict = field(default_factory=dict)
     table: pa.Table | None = field(default=None, repr=False, compare=False)  # events kept in memory (CLI)
     internal_error: bool = False   # `error` is a tracedoc bug, not bad input (CLI exit 3)

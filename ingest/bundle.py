@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Iterable, Iterator
 
+from ingest.align import read_clock_offsets
 from ingest.events import ParseError
 from ingest.io import GZIP_MAGIC, DecompressionBound, env_int
 
@@ -262,7 +263,6 @@ def _add_extracted(members: Members, label: str, name: str, target: Path) -> Non
 
 def _add(members: Members, name: str, path: Path) -> None:
     if PurePosixPath(name).name == CLOCK_FILE:
-        from ingest.align import read_clock_offsets
         members.clock_offsets.update(read_clock_offsets(path, name))
         return
     members.append(Member(name=name, path=path))

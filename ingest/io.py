@@ -4,11 +4,16 @@ from __future__ import annotations
 import gzip
 import io
 import os
+import zlib
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
+
+import orjson
+
+from ingest.events import ParseError
 
 GZIP_MAGIC = b"\x1f\x8b"
 HEAD_BYTES = 64 * 1024
@@ -36,7 +41,6 @@ class DecompressionBound:
                    floor=env_int("TRACEDOC_DECOMPRESSION_FLOOR_BYTES", RATIO_FLOOR))
 
     def check(self, path: str, decompressed: int, compressed: int) -> None:
-        from ingest.events import ParseError
         if decompressed > self.cap:
             raise ParseError(path, f"decompressed byte {self.cap:,}",
                              f"at most {self.cap:,} decompressed bytes for this file "
@@ -148,13 +152,22 @@ def open_bytes(path: Path | str, limit: int | None = None):
     return io.BufferedReader(_CountingFile(path, on_read), 1 << 20)
 
 
+def open_stream(stored: io.BufferedReader, name: str, limit: int | None = None):
+    """open_bytes for bytes already open as a buffered stream (a blob read from object storage,
+    fetched as it is read): gunzipped if it is gzip, under the same decompression bound."""
+    if stored.peek(2)[:2] != GZIP_MAGIC:
+        return stored
+    unzipped = gzip.GzipFile(fileobj=stored, mode="rb")
+    unzipped.myfileobj = stored  # closed with it
+    return io.BufferedReader(BoundedReader(unzipped, DecompressionBound.from_env(limit), name, stored.tell), 1 << 20)
+
+
 def read_head(path: Path | str, n: int = HEAD_BYTES) -> bytes:
     """The first n bytes of content (decompressed); b'' for a damaged gzip header.
 
     A gzip file whose whole content is shorter than n bytes is checked for its end-of-stream
     marker: a truncated one is a ParseError naming the compressed size, since no parser can
     make sense of half a file (larger files are checked by their parser as it streams)."""
-    from ingest.events import ParseError
     path = Path(path)
     truncated = ParseError(path.name, f"compressed byte {path.stat().st_size:,}",
                            "a complete gzip stream; it ends early (the file is truncated)")
@@ -172,7 +185,6 @@ def read_head(path: Path | str, n: int = HEAD_BYTES) -> bytes:
 
 def _gzip_complete(path: Path) -> bool:
     """Does the (small) gzip file end with its end-of-stream marker?"""
-    import zlib
     inflater = zlib.decompressobj(wbits=31)
     try:
         inflater.decompress(path.read_bytes())
@@ -184,7 +196,6 @@ def _gzip_complete(path: Path) -> bool:
 def read_all(path: Path | str, limit: int | None = None) -> bytes:
     """Whole content, at most `limit` bytes (compressed or not; the decompression bound's cap
     when None), with gzip errors turned into a ParseError naming the offset."""
-    from ingest.events import ParseError
     path = Path(path)
     cap = DecompressionBound.from_env(limit).cap
     if not is_gzip(path) and path.stat().st_size > cap:  # gzip: BoundedReader counts
@@ -204,9 +215,6 @@ def read_all(path: Path | str, limit: int | None = None) -> bytes:
 
 def decode_json(data: bytes, path: Path | str, expected: str = "complete JSON", hint: str = ""):
     """orjson.loads; a syntax error becomes a ParseError naming the byte, line and column."""
-    import orjson
-
-    from ingest.events import ParseError
     try:
         return orjson.loads(data)
     except orjson.JSONDecodeError as e:

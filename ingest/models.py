@@ -7,7 +7,7 @@ can act on; every transition goes through `Trace.transition()`, which records it
 from __future__ import annotations
 
 import re
-from pathlib import Path
+from typing import BinaryIO
 
 from django.conf import settings
 from django.db import models
@@ -16,6 +16,7 @@ from django.utils import timezone
 from accounts.models import Team
 from ingest.progress import overall_done
 from ingest.storage import ContentStore
+from ingest.stored_file import StoredFile
 
 LABEL_KEY = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9_.\-/]{0,62}[A-Za-z0-9])?$")
 
@@ -194,8 +195,14 @@ class Artifact(models.Model):
     def duration_ns(self) -> int | None:
         return self.end_ts - self.start_ts if self.start_ts and self.end_ts else None
 
-    def blob_path(self, store: ContentStore | None = None) -> Path:
-        return (store or ContentStore()).path(self.sha256)
+    def open_blob(self, store: ContentStore | None = None) -> BinaryIO:
+        """The stored bytes as a seekable stream (from S3: fetched as they are read); a worker
+        that needs a file stages it (ContentStore.stage_blob)."""
+        return (store or ContentStore()).open_blob(self.sha256)
 
-    def parquet_path(self, store: ContentStore | None = None) -> Path | None:
-        return (store or ContentStore()).root / self.parquet if self.parquet else None
+    def parquet_path(self, store: ContentStore | None = None) -> StoredFile | None:
+        """The parsed events as stored (a local file or an S3 object), for ranged reads."""
+        return (store or ContentStore()).parquet_file(self.parquet) if self.parquet else None
+
+
+from ingest.parts import ParsePart  # noqa: E402,F401  registered with the app (fan-out parts, ingest/fanout.py)

@@ -26,6 +26,10 @@ DAMAGED_INPUT = (EOFError, zlib.error, gzip.BadGzipFile, UnicodeDecodeError)
 Progress = Callable[[int, int], None]
 
 
+OUT_OF_MEMORY = ("out of memory: the file needs more memory than this process may use (a worker's "
+                 "per-task limit, TRACEDOC_TASK_MEMORY_LIMIT_MB)")
+
+
 class InternalParseError(ParseError):
     """A parser (or a sniffer) failed on a file it should have read or refused: a tracedoc
     bug, not bad input. It reaches the caller like an unusable file (named, with the position
@@ -130,6 +134,10 @@ def _parse_classified(parser: Parser, path: Path, sink: EventSink, report: Parse
         where = f"after {sink.count:,} events"
         raise ParseError(name, where, f"JSON nested at most {sys.getrecursionlimit():,} levels deep "
                          f"(got nesting deeper than {sys.getrecursionlimit():,})") from None
+    except MemoryError:
+        # past the process's memory cap (a worker's TRACEDOC_TASK_MEMORY_LIMIT_MB): too big for
+        # this process, not a bug and not bad input; the other files are still diagnosed
+        raise ParseError(name, f"after {sink.count:,} events", OUT_OF_MEMORY) from None
     except Exception as e:
         raise _internal(name, f"the {parser.FORMAT} parser", e,
                         _crash_position(e.__traceback__) or f"after {sink.count:,} events") from e

@@ -4,6 +4,7 @@ The web form and the API both call `create_trace`, so both behave the same way.
 """
 from __future__ import annotations
 
+import errno
 import json
 from typing import Iterable
 
@@ -98,6 +99,38 @@ def check_quota(team: Team, incoming: int) -> None:
         raise QuotaExceeded(team, quota, used, incoming)
 
 
+class StorageFull(Exception):
+    """The store's disk (or the user's disk quota) filled up while the upload was written; what
+    this upload had written is removed again."""
+
+    def __init__(self, stored: int = 0):
+        self.stored = stored
+        when = f" (the disk filled after {stored:,} bytes of it)" if stored else ""
+        super().__init__(f"not enough storage space for this upload{when}; "
+                         "nothing was kept: try again later or ask an admin to free space")
+
+
+FULL_DISK = (errno.ENOSPC, errno.EDQUOT)
+
+
+def _store_all(store: ContentStore, files: list) -> list:
+    """Every file into the store, or none: on a full disk the blobs this upload created (and no
+    artifact uses) are removed and StorageFull is raised."""
+    blobs = []
+    try:
+        for f in files:
+            blobs.append((f.name, store.put_file(f)))
+    except OSError as e:
+        if e.errno not in FULL_DISK:
+            raise
+        mine = {b.sha256 for _, b in blobs if b.created}
+        used = set(Artifact.objects.filter(sha256__in=mine).values_list("sha256", flat=True))
+        for sha in mine - used:
+            store.delete_blob(sha)
+        raise StorageFull(sum(b.size for _, b in blobs)) from e
+    return blobs
+
+
 def create_trace(team: Team, user, files: Iterable, name: str = "", labels: dict | None = None,
                  store: ContentStore | None = None) -> Trace:
     """Store the uploaded files and queue the trace for parsing, within the team's quota."""
@@ -106,7 +139,7 @@ def create_trace(team: Team, user, files: Iterable, name: str = "", labels: dict
         raise ValidationError("files: upload at least one file")
     check_quota(team, sum(getattr(f, "size", None) or 0 for f in files))  # before a byte is stored
     store = store or ContentStore()
-    blobs = [(f.name, store.put_file(f)) for f in files]
+    blobs = _store_all(store, files)
     with transaction.atomic():
         # again with the team row locked: two uploads at once cannot both take the last room
         Team.objects.select_for_update().filter(pk=team.pk).first()

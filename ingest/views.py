@@ -13,7 +13,7 @@ from diagnosis.diff_page import compare_candidates
 from diagnosis.views import report_context
 from ingest.forms import UploadForm
 from ingest.models import Trace
-from ingest.uploads import QuotaExceeded, create_trace, team_for_upload
+from ingest.uploads import QuotaExceeded, StorageFull, create_trace, team_for_upload
 
 LIST_LIMIT = 200
 
@@ -51,6 +51,9 @@ def trace_upload(request):
         except ValidationError as e:
             form.add_error(None, e)
             status = 413 if isinstance(e, QuotaExceeded) else 200  # the page shows why
+        except StorageFull as e:
+            form.add_error(None, str(e))
+            status = 507
         else:
             return redirect("ingest:trace-detail", trace.pk)
     return render(request, "ingest/trace_upload.html", {"form": form}, status=status)

@@ -13,6 +13,7 @@ from rest_framework import exceptions
 from rest_framework.request import Request
 
 from accounts.authentication import ApiTokenAuthentication
+from accounts.models import ApiToken
 from ingest.uploads import team_for_upload
 from otlp_receiver import decode
 from otlp_receiver.flush import flush_closed_windows, store
@@ -38,7 +39,9 @@ def export_traces(request: HttpRequest) -> HttpResponse:
         return _answer(401, str(e.detail), kind)
     if auth is None:
         return _answer(401, "send the API token as a header: Authorization: Token <key>", kind)
-    user = auth[0]
+    user, token = auth
+    if not token.allows(ApiToken.Scope.UPLOAD):
+        return _answer(403, f"this API token's scope is {token.scope}: sending spans needs scope upload", kind)
     limit = settings.TRACEDOC_OTLP_MAX_REQUEST_BYTES
     declared = int(request.META.get("CONTENT_LENGTH") or 0)
     if declared > limit:

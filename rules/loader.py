@@ -21,6 +21,7 @@ from pathlib import Path
 import yaml
 
 from rules import limits
+from rules.compiler import CompileError, compile_rule, compile_selection
 
 BUILTIN_DIR = Path(__file__).parent / "builtin"
 SCHEMA_PATH = Path(__file__).parent / "schema.json"
@@ -231,7 +232,7 @@ def _node_at(doc, path, want_key: bool = False):
 
 
 def _schema_errors(doc, filename: str) -> list[RuleError]:
-    from jsonschema.exceptions import best_match
+    from jsonschema.exceptions import best_match  # with _validator's jsonschema: only when a rule is checked
     out = []
     for err in sorted(_validator().iter_errors(doc), key=lambda e: list(map(str, e.absolute_path))):
         if err.validator in ("oneOf", "anyOf") and err.context:
@@ -297,7 +298,6 @@ def _type_name(value) -> str:
 def _compile_errors(rule: Rule, doc, filename: str) -> list[RuleError]:
     """Every selection's error first (each compiles on its own, so an editor can show them
     all at once), then, when they all compile, the rule's first whole-rule error."""
-    from rules.compiler import CompileError, compile_rule, compile_selection
     errors = []
     for name, spec in (rule.data.get("match") or {}).items():
         try:

@@ -3,10 +3,23 @@ import os
 
 from celery import Celery
 from celery.signals import worker_process_init
+from django.conf import settings
 
 from ingest import process_memory
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tracedoc.settings")
+
+# The role queue of each app's tasks (settings.TRACEDOC_QUEUES, docs/deployment.md "Scale-out").
+ROLE_OF_APP = {"ingest": "parse", "diagnosis": "diagnose", "alerts": "notify"}
+
+
+def route_by_role(name: str, args, kwargs, options, task=None, **kw) -> dict | None:
+    """`<default queue>.<role>` for a task of ingest, diagnosis or alerts; the rest (beat jobs)
+    on the default queue. Read when the task is sent, so a process that switches its default
+    queue (a test's own stack) routes with it."""
+    role = ROLE_OF_APP.get(name.partition(".")[0])
+    return {"queue": f"{app.conf.task_default_queue}.{role}"} if role else None
+
 
 app = Celery("tracedoc")
 app.config_from_object("django.conf:settings", namespace="CELERY")
@@ -15,5 +28,7 @@ app.autodiscover_tasks()
 
 @worker_process_init.connect
 def _settle_memory(**_) -> None:
-    """A pool child parses and diagnoses big traces: the same memory settings as the CLI."""
+    """A pool child parses and diagnoses big traces: the same memory settings as the CLI, and a
+    memory cap so that one trace too big fails alone (TRACEDOC_TASK_MEMORY_LIMIT_MB)."""
     process_memory.settle()
+    process_memory.limit(settings.TRACEDOC_TASK_MEMORY_LIMIT_MB * 1024 * 1024)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
+from kombu import Queue
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -212,11 +213,20 @@ STORAGES = {
 }
 
 # --- uploads ---------------------------------------------------------------------------
-# Root of the content-addressed artifact store and of the per-trace Parquet files.
-TRACEDOC_STORAGE = Path(env("TRACEDOC_STORAGE", str(VAR_DIR / "storage"))).resolve()
+# Root of the content-addressed artifact store and of the per-trace Parquet files: a folder,
+# or S3-compatible object storage as s3://bucket/prefix (ingest/storage, docs/deployment.md).
+_storage = env("TRACEDOC_STORAGE", str(VAR_DIR / "storage"))
+TRACEDOC_STORAGE = _storage if _storage.startswith("s3://") else Path(_storage).resolve()
+# S3: MinIO / Ceph / an emulator's endpoint (AWS needs none); credentials: the usual AWS variables.
+TRACEDOC_S3_ENDPOINT_URL = env("TRACEDOC_S3_ENDPOINT_URL", "") or env("AWS_ENDPOINT_URL", "")
+TRACEDOC_S3_REGION = env("AWS_REGION", "") or env("AWS_DEFAULT_REGION", "")
+# S3: this process's local folder for downloads the parsers read and Parquet files being written.
+TRACEDOC_SCRATCH = Path(env("TRACEDOC_SCRATCH", str(VAR_DIR / "scratch"))).resolve()
 # Hard cap per trace upload (all files together); enforced while streaming the upload.
 TRACEDOC_MAX_UPLOAD_BYTES = envint("TRACEDOC_MAX_UPLOAD_BYTES", 4 * 1024**3)
-TRACEDOC_MAX_WAIT_SECONDS = 300  # bound of ?wait= on the upload API
+# Bound of ?wait= on the upload API: a waiting upload holds a web thread, so a longer wait is cut
+# to this and answered 202 + Location + Retry-After (docs/deployment.md sizes the threads).
+TRACEDOC_MAX_WAIT_SECONDS = envint("TRACEDOC_MAX_WAIT_SECONDS", 10)
 # Decompression bombs and expanding pickles are bounded by the parsing engine, which runs
 # without Django (the CLI too), so these are environment variables read there, not settings:
 # TRACEDOC_MAX_DECOMPRESSION_RATIO (100), TRACEDOC_DECOMPRESSION_FLOOR_BYTES (64 MiB),
@@ -238,11 +248,15 @@ REST_FRAMEWORK = {
         "accounts.authentication.ApiTokenAuthentication",  # hashed keys, expiry, revocation
         "rest_framework.authentication.SessionAuthentication",
     ],
-    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    # a token's scope (read / upload / admin) bounds what it may do (accounts.permissions)
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated",
+                                   "accounts.permissions.TokenScopePermission"],
     # limit/offset validated (400) and the page size clamped (tracedoc.pagination)
     "DEFAULT_PAGINATION_CLASS": "tracedoc.pagination.BoundedLimitOffsetPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    # every error answer is an RFC 9457 problem document (application/problem+json)
+    "EXCEPTION_HANDLER": "ingest.api.problems.exception_handler",
 }
 # Uploads per user (ingest.api.throttles); "" turns the throttle off. Counted in the default
 # cache: set TRACEDOC_CACHE_URL (redis://...) so that every web process counts together.
@@ -269,6 +283,7 @@ SPECTACULAR_SETTINGS = {
         "CaptureRequestKindEnum": "hosts.models.CaptureRequest.Kind",
         "CaptureRequestStateEnum": "hosts.models.CaptureRequest.State",
         "TraceStateEnum": "ingest.models.Trace.State",
+        "ApiTokenStateEnum": "accounts.serializers.TOKEN_STATES",
     },
 }
 
@@ -277,6 +292,22 @@ CELERY_BROKER_URL = env("CELERY_BROKER_URL", f"sqla+sqlite:///{VAR_DIR / 'broker
 CELERY_RESULT_BACKEND = env("CELERY_RESULT_BACKEND", "") or None
 # One queue name per deployment, so that two stacks sharing a Redis never take each other's work.
 CELERY_TASK_DEFAULT_QUEUE = env("TRACEDOC_QUEUE", "tracedoc")
+# One queue per role (docs/deployment.md "Scale-out"): `<queue>.parse` (parse, its parts and
+# their merge), `<queue>.diagnose`, `<queue>.notify` (alerts); beat jobs and the rest on
+# `<queue>`. A worker started without -Q consumes all four (the default single worker of
+# `make run`); a role's workers are started with `-Q <queue>.parse` and so on.
+TRACEDOC_QUEUES = {role: f"{CELERY_TASK_DEFAULT_QUEUE}.{role}" for role in ("parse", "diagnose", "notify")}
+CELERY_TASK_QUEUES = [Queue(CELERY_TASK_DEFAULT_QUEUE), *(Queue(q) for q in TRACEDOC_QUEUES.values())]
+CELERY_TASK_ROUTES = ("tracedoc.celery.route_by_role",)  # ingest.* -> parse, diagnosis.* -> diagnose, alerts.* -> notify
+# Fan-out (ingest/fanout.py): a trace whose files together reach TRACEDOC_FANOUT_BYTES is parsed
+# by several workers, one part per file and, for a plain text log, per range of about
+# TRACEDOC_FANOUT_PART_BYTES (each warmed up on the TRACEDOC_FANOUT_WARMUP_BYTES before it).
+# 0 turns fan-out off.
+TRACEDOC_FANOUT_BYTES = envint("TRACEDOC_FANOUT_BYTES", 256 * 1024**2)
+TRACEDOC_FANOUT_PART_BYTES = max(1, envint("TRACEDOC_FANOUT_PART_BYTES", 64 * 1024**2))
+TRACEDOC_FANOUT_WARMUP_BYTES = envint("TRACEDOC_FANOUT_WARMUP_BYTES", 4 * 1024**2)
+# At most this many traces of one team parse at once (0: no limit); the others wait in `received`.
+TRACEDOC_TEAM_MAX_PARSING = envint("TRACEDOC_TEAM_MAX_PARSING", 4)
 CELERY_TASK_IGNORE_RESULT = True  # state lives on the Trace row, not in a result backend
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
@@ -286,6 +317,14 @@ CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# Memory per task (docs/deployment.md): a prefork pool child may allocate at most this much
+# (RLIMIT_DATA); a parse or diagnosis past it fails its trace with "out of memory" and the worker
+# serves on. Default: 3/4 of the machine, set it to about RAM / worker concurrency. 0: no cap.
+TRACEDOC_TASK_MEMORY_LIMIT_MB = envint("TRACEDOC_TASK_MEMORY_LIMIT_MB",
+                                       os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") * 3 // 4 // 2**20)
+# ... and a child still holding more than this (resident, KiB) after a task is replaced by a fresh
+# one: what the allocators kept of one big trace is not carried into the next.
+CELERY_WORKER_MAX_MEMORY_PER_CHILD = envint("TRACEDOC_WORKER_MAX_MEMORY_PER_CHILD_MB", 2048) * 1024
 # the workflow's tasks (the beat job among them) live outside any app's tasks.py
 CELERY_IMPORTS = ("tracedoc.workflow",)
 CELERY_TASK_SOFT_TIME_LIMIT = envint("TRACEDOC_TASK_SOFT_TIME_LIMIT", 55 * 60)
@@ -305,6 +344,7 @@ CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 2, "interval_start": 0, "inte
 CELERY_BEAT_SCHEDULE = {
     "reconcile-traces": {"task": "tracedoc.reconcile_traces", "schedule": 120.0},
     "flush-otlp-windows": {"task": "tracedoc.flush_otlp_windows", "schedule": 60.0},
+    "resend-alerts": {"task": "alerts.resend_unqueued", "schedule": 60.0},
 }
 
 # --- OTLP/HTTP receiver (otlp_receiver app) ------------------------------------------------
@@ -321,7 +361,22 @@ TRACEDOC_BASE_URL = env("TRACEDOC_BASE_URL", "http://127.0.0.1:8000")
 # A failed delivery is retried after 1, 2, 4, ... times this many seconds, up to this many attempts.
 TRACEDOC_ALERT_RETRY_BACKOFF_S = envint("TRACEDOC_ALERT_RETRY_BACKOFF_S", 30)
 TRACEDOC_ALERT_MAX_ATTEMPTS = envint("TRACEDOC_ALERT_MAX_ATTEMPTS", 6)
+# Destinations may not point at loopback, private, link-local or metadata addresses (SSRF)
+# unless one of these networks (CIDR, comma-separated) holds the address, e.g. 10.20.0.0/16
+# for an in-house Alertmanager.
+TRACEDOC_ALERT_ALLOWED_NETWORKS = envlist("TRACEDOC_ALERT_ALLOWED_NETWORKS", [])
+# Deliveries the broker did not take (down) are sent by the beat job once they are this old.
+TRACEDOC_ALERT_UNSENT_AFTER_S = envint("TRACEDOC_ALERT_UNSENT_AFTER_S", 60)
 DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", "tracedoc@localhost")
+# Mail (email alerts, password resets) goes through SMTP at EMAIL_HOST. Without it nothing can
+# be sent: the password-reset pages are not served (tracedoc/urls.py), rather than saying "sent".
+EMAIL_HOST = env("EMAIL_HOST", "")
+EMAIL_PORT = envint("EMAIL_PORT", 587)
+EMAIL_HOST_USER = env("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = env("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = envbool("EMAIL_USE_TLS", True)
+EMAIL_TIMEOUT = 10
+TRACEDOC_PASSWORD_RESET = bool(EMAIL_HOST)
 
 LOGGING = {
     "version": 1,

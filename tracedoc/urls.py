@@ -1,6 +1,7 @@
 from django.contrib import admin
 from django.urls import include, path
 
+from accounts.api_urls import urlpatterns as accounts_api
 from alerts.api.urls import urlpatterns as alerts_api
 from diagnosis.api.urls import urlpatterns as diagnosis_api
 from diagnosis.metrics_view import metrics
@@ -10,16 +11,20 @@ from otlp_receiver.urls import urlpatterns as otlp_receiver
 from rules.api.urls import urlpatterns as rules_api
 from tracedoc.api_docs import docs_view, schema_view
 
-
+# under /api/ a 404 or 400 that no view answered is a problem document too
+handler404 = "ingest.api.problems.not_found"
+handler400 = "ingest.api.problems.bad_request"
 
 urlpatterns = [
     path("", include("ingest.urls")),
     path("clusters/", include("diagnosis.urls")),
     path("rules/", include("rules.urls")),
     path("hosts/", include("hosts.urls")),
-    path("accounts/", include("django.contrib.auth.urls")),
+    path("alerts/", include("alerts.urls")),
+    path("settings/", include("accounts.urls")),
+    path("accounts/", include("accounts.auth_urls")),
     path("admin/", admin.site.urls),
-    path("api/v1/", include((ingest_api + diagnosis_api + rules_api + hosts_api + alerts_api, "api"))),
+    path("api/v1/", include((ingest_api + diagnosis_api + rules_api + hosts_api + alerts_api + accounts_api, "api"))),
     path("metrics", metrics, name="metrics"),
     path("", include(otlp_receiver)),  # POST /v1/traces, where OTLP exporters post
     path("api/schema/", schema_view, name="schema"),

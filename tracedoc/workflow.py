@@ -14,6 +14,17 @@ How a trace whose task was lost gets going again:
   job `reconcile_traces` re-queues a trace in parsing/diagnosing whose heartbeat
   (`updated_at`) is older than a task may run, as a new run; after a bounded number of
   attempts the trace fails with a reason instead.
+
+Several workers, several hosts: every take-over of a trace is a compare-and-set of its
+`run_id` in PostgreSQL (`_new_run`), so a trace is re-queued once however many reconcilers
+or workers look at it at the same time, and the tasks of the run that lost it do nothing. A
+trace fanned out over several workers (ingest/fanout.py) keeps one run; its parts and merge
+check it the same way.
+
+Per-team parse slots (TRACEDOC_TEAM_MAX_PARSING): `ingest.parse_trace` leaves a trace whose
+team has no slot free in `received` with no run; when one of the team's traces leaves
+`parsing`, `_start_waiting` gives the oldest waiting one a run and queues it (and the beat
+job's unsent pass would, after UNSENT_AFTER_S).
 """
 from __future__ import annotations
 
@@ -25,10 +36,12 @@ from typing import NamedTuple
 from celery import chain, shared_task
 from django.conf import settings
 from django.db import transaction
+from django.dispatch import receiver
 from django.utils import timezone
 
 from diagnosis.tasks import MAX_DIAGNOSE_ATTEMPTS, diagnose_trace
 from ingest.models import Trace
+from ingest.parts import parse_finished
 from ingest.tasks import MAX_PARSE_ATTEMPTS, parse_trace
 
 log = logging.getLogger(__name__)
@@ -80,6 +93,17 @@ def _send(trace_id: int, run_id: str, state: str) -> None:
                              "it is queued again automatically")
         return
     Trace.objects.filter(pk=trace_id, run_id=run_id, state=Trace.State.RECEIVED).exclude(error="").update(error="")
+
+
+@receiver(parse_finished, dispatch_uid="tracedoc.workflow.start_waiting")
+def _start_waiting(sender, team_id: int, **_) -> None:
+    """A parse slot of the team is free: the oldest of its traces waiting for one gets a run."""
+    waiting = Trace.objects.filter(team_id=team_id, state=Trace.State.RECEIVED, run_id="") \
+        .order_by("created_at", "id").values_list("pk", flat=True)
+    for pk in waiting[:1]:
+        run_id = _new_run(pk, current_run="")
+        if run_id:
+            _send(pk, run_id, Trace.State.RECEIVED)
 
 
 def stale_after_s() -> int:

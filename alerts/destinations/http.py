@@ -1,18 +1,23 @@
 """The one HTTP POST every web destination makes: JSON, a timeout, no redirects followed
-(a destination URL is the team's, so a redirect could lead anywhere), 2xx or an error."""
+(a destination URL is the team's, so a redirect could lead anywhere), never to an internal
+address (alerts.url_guard), 2xx or an error."""
 from __future__ import annotations
 
 import json
 
 import requests
 
+from alerts.url_guard import UnsafeDestination, check_url, guarded_session
+
 TIMEOUT_S = 10
 
 
 class DeliveryError(Exception):
-    def __init__(self, message: str, status: int | None = None):
+    """`final`: trying again cannot help (the URL is refused), so no retry."""
+
+    def __init__(self, message: str, status: int | None = None, final: bool = False):
         super().__init__(message)
-        self.status = status
+        self.status, self.final = status, final
 
 
 def body_of(payload) -> bytes:
@@ -21,8 +26,12 @@ def body_of(payload) -> bytes:
 
 def post(url: str, body: bytes, headers: dict[str, str] | None = None) -> int:
     try:
-        response = requests.post(url, data=body, headers={"Content-Type": "application/json", **(headers or {})},
-                                 timeout=TIMEOUT_S, allow_redirects=False)
+        check_url(url)  # every address the name has now; the session checks the one connected to
+        with guarded_session() as session:
+            response = session.post(url, data=body, headers={"Content-Type": "application/json", **(headers or {})},
+                                    timeout=TIMEOUT_S, allow_redirects=False)
+    except UnsafeDestination as e:
+        raise DeliveryError(f"refused: {e}", final=True) from None
     except requests.RequestException as e:
         raise DeliveryError(f"{type(e).__name__}: {e}") from None
     if not 200 <= response.status_code < 300:

@@ -106,8 +106,8 @@ class TraceDiffSerializer(serializers.Serializer):
 
 class TraceDiffView(APIView):
     """The diff of trace `pk` against trace `base_pk`; both must be the caller's team's (else
-    404) and diagnosed (else a 409 problem document). Time to first token and GPU busy need the
-    traces' events and are null here, with the reason in `note`."""
+    404) and diagnosed (else a 409 problem document). Time to first token and GPU busy come
+    from the reports' `slis`; a report stored before those has them null, with the reason in `note`."""
 
     @extend_schema(parameters=[DiffQuery], responses={
         200: TraceDiffSerializer,

@@ -104,6 +104,11 @@ class ReportSummarySerializer(serializers.Serializer):
     violations = serializers.IntegerField()
 
 
+class ReportSlisSerializer(serializers.Serializer):
+    ttft_ms = serializers.FloatField(allow_null=True, help_text="time to first token: the first token-emitting step")
+    gpu_busy_pct = serializers.FloatField(allow_null=True, help_text="steady-state GPU busy share (feature gpu_activity)")
+
+
 class ReportSerializer(serializers.Serializer):
     """The diagnosis report: `tracedoc diagnose --format json` prints the same object."""
     version = serializers.IntegerField()
@@ -114,6 +119,7 @@ class ReportSerializer(serializers.Serializer):
     rule_errors = RuleFailureSerializer(many=True)
     suppressed = SuppressionSerializer(many=True)
     summary = ReportSummarySerializer()
+    slis = ReportSlisSerializer(required=False, help_text="headline figures; absent in reports stored before them")
 
 
 @extend_schema_field(ReportSerializer(allow_null=True))

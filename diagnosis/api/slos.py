@@ -2,7 +2,7 @@
 from dataclasses import asdict
 
 from django.core.exceptions import ValidationError
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
@@ -43,8 +43,10 @@ class SLOViewSet(viewsets.ModelViewSet):
             raise serializers.ValidationError({"team": e.messages}) from None
         serializer.save(team=team)
 
-    @extend_schema(responses={200: dict})
-    @action(detail=False, methods=["get"])
+    @extend_schema(responses={200: inline_serializer("EffectiveSLO", {
+        "id": serializers.CharField(), "title": serializers.CharField(), "sli": serializers.CharField(),
+        "objective": serializers.CharField(), "window": serializers.CharField()}, many=True)})
+    @action(detail=False, methods=["get"], pagination_class=None)  # a short list, not paged
     def effective(self, request):
         """The SLOs a diagnosis of your team's traces uses: builtin defaults plus your overrides."""
         team = team_for_upload(request.user, request.query_params.get("team"))

@@ -7,6 +7,7 @@ from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
+from rest_framework.exceptions import NotFound
 from rest_framework.generics import get_object_or_404
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -14,7 +15,8 @@ from rest_framework.views import APIView
 from diagnosis.timeline_export import chrome_trace
 from diagnosis.timeline_store import index_for
 from diagnosis.timeline_view import DEFAULT_MAX_ITEMS, MAX_ITEMS_LIMIT, locate, view
-from ingest.io import open_bytes
+from ingest.io import open_stream
+from ingest.api.problems import TRACE_NOT_DONE, problem
 from ingest.models import Artifact, Trace
 
 MAX_CONTEXT_LINES = 200
@@ -42,8 +44,8 @@ def _diagnosed_trace(request, pk: int) -> Trace:
 
 def _not_ready(trace: Trace) -> Response | None:
     if trace.state != Trace.State.DONE:
-        return Response({"detail": f"the trace is {trace.state}: its timeline exists once it is diagnosed"},
-                        status=409)
+        return problem(409, TRACE_NOT_DONE, "The trace is not diagnosed yet",
+                       f"the trace is {trace.state}: its timeline exists once it is diagnosed")
     return None
 
 
@@ -113,10 +115,10 @@ class LogLinesView(APIView):
         q = query.validated_data
         artifact = trace.artifacts.exclude(format__in=Artifact.CONTAINERS).filter(name=q["artifact"]).first()
         if artifact is None:
-            return Response({"detail": f"the trace has no file {q['artifact']!r}"}, status=404)
+            raise NotFound(f"the trace has no file {q['artifact']!r}")
         first, last = max(1, q["line"] - q["context"]), q["line"] + q["context"]
         lines = []
-        with open_bytes(artifact.blob_path()) as stream:
+        with open_stream(artifact.open_blob(), artifact.name) as stream:  # S3: fetched as it is read
             number = 0
             while number < last:
                 raw = stream.readline(MAX_LINE_BYTES)

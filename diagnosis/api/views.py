@@ -17,6 +17,7 @@ from diagnosis.api.serializers import (ActivitySerializer, BulkStatusSerializer,
 from diagnosis.forms import StreamFilterForm
 from diagnosis.models import ClusterRecord
 from diagnosis.rediagnose import BrokerUnavailable, RediagnoseRefused, rediagnose
+from ingest.api.problems import problem
 from ingest.models import Trace
 
 STREAM_PARAMETERS = [
@@ -80,8 +81,7 @@ class ClusterViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Up
         clusters = list(self.get_queryset().filter(pk__in=body.validated_data["ids"]))
         missing = set(body.validated_data["ids"]) - {c.pk for c in clusters}
         if missing:
-            return Response({"ids": [f"no cluster {i} in your teams" for i in sorted(missing)]},
-                            status=status.HTTP_400_BAD_REQUEST)
+            raise serializers.ValidationError({"ids": [f"no cluster {i} in your teams" for i in sorted(missing)]})
         for cluster in clusters:
             cluster.change(request.user, status=body.validated_data["status"])
         return Response({"updated": sorted(c.pk for c in clusters), "status": body.validated_data["status"]})
@@ -97,8 +97,9 @@ class RediagnoseView(APIView):
         try:
             run_id = rediagnose(trace)
         except BrokerUnavailable as e:
-            return Response({"detail": str(e)}, status=status.HTTP_503_SERVICE_UNAVAILABLE)
+            return problem(status.HTTP_503_SERVICE_UNAVAILABLE, "broker-unavailable", "The queue is unavailable", str(e))
         except RediagnoseRefused as e:
-            return Response({"detail": str(e)}, status=status.HTTP_409_CONFLICT)
+            return problem(status.HTTP_409_CONFLICT, "rediagnose-refused", "The trace cannot be re-diagnosed now",
+                           str(e))
         trace.refresh_from_db(fields=["state"])
         return Response({"id": trace.pk, "state": trace.state, "run_id": run_id}, status=status.HTTP_202_ACCEPTED)

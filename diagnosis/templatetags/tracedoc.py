@@ -1,11 +1,15 @@
 """Small display filters shared by the trace and cluster pages."""
 import re
 from datetime import datetime, timezone
+from functools import lru_cache
 
 from django import template
+from django.urls import reverse
 from django.utils.html import conditional_escape
 from django.utils.safestring import mark_safe
 
+from rules.loader import load_rule_dirs
+from rules.models import TeamRule
 from rules.severity import MOST_SEVERE_FIRST
 
 register = template.Library()
@@ -52,3 +56,22 @@ def http_url(url) -> str:
     """A reference link from a (team-written) rule: only http(s) URLs become links."""
     url = str(url or "")
     return url if url.startswith(("https://", "http://")) else ""
+
+
+@lru_cache(maxsize=1)
+def _builtin_ids() -> frozenset[str]:
+    return frozenset(r.id for r in load_rule_dirs(None))
+
+
+@register.simple_tag(takes_context=True)
+def rule_url(context, rule_id: str, team_id=None) -> str:
+    """The page of the rule a finding came from: the team's rule in the editor (it replaces a
+    builtin of the same id), else the builtin rule's page; "" for neither (a deleted rule).
+    The team's rule ids are read once per rendering."""
+    if team_id:
+        cache = context.render_context.setdefault("tracedoc_team_rules", {})
+        if team_id not in cache:
+            cache[team_id] = dict(TeamRule.objects.filter(team_id=team_id).values_list("rule_id", "pk"))
+        if rule_id in cache[team_id]:
+            return reverse("rules:rule-edit", args=[cache[team_id][rule_id]])
+    return reverse("rules:builtin-detail", args=[rule_id]) if rule_id in _builtin_ids() else ""

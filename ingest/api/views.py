@@ -6,7 +6,7 @@ import time
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.urls import reverse
-from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, parsers, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
@@ -16,20 +16,26 @@ from diagnosis.api.serializers import FindingSerializer
 from hosts.receipts import IDEMPOTENCY_HEADER, receive_once
 from ingest.api.serializers import (TraceDetailSerializer, TraceSerializer, TraceUploadSerializer,
                                     TraceWithReportSerializer)
-from ingest.api.problems import PROBLEM_CONTENT_TYPE, ProblemSerializer, trace_failed, trace_not_done
+from ingest.api.problems import (PROBLEM_CONTENT_TYPE, ProblemSerializer, problem, quota_exceeded, trace_failed,
+                                 trace_not_done, upload_too_large)
 from ingest.api.throttles import UploadRateThrottle
 from ingest.models import Trace
-from ingest.uploads import QuotaExceeded, create_trace, parse_labels, team_for_upload
+from ingest.uploads import FULL_DISK, QuotaExceeded, StorageFull, create_trace, parse_labels, team_for_upload
 
 WAIT_POLL_S = 0.5
-UPLOAD_REFUSED = inline_serializer("UploadRefused", {
-    "detail": serializers.CharField(), "quota_bytes": serializers.IntegerField(required=False),
-    "used_bytes": serializers.IntegerField(required=False), "upload_bytes": serializers.IntegerField(required=False)})
+RETRY_AFTER_S = 5  # what a 202 tells the client: poll the trace again in this many seconds
+
+
+def _storage_full(e: StorageFull) -> Response:
+    """RFC 4918's 507: the server cannot store what it was sent (nothing of it is kept)."""
+    return problem(status.HTTP_507_INSUFFICIENT_STORAGE, "storage-full", "Not enough storage", str(e),
+                   headers={"Retry-After": "300"})
 
 
 class TraceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin,
                    viewsets.GenericViewSet):
     parser_classes = [parsers.MultiPartParser, parsers.FormParser]
+    token_scopes = {"create": "upload"}  # accounts.permissions: an upload token may upload
 
     def get_queryset(self):
         qs = Trace.objects.visible_to(self.request.user).select_related("team", "created_by")
@@ -53,19 +59,25 @@ class TraceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Crea
     @extend_schema(
         request={"multipart/form-data": TraceUploadSerializer},
         responses={201: TraceWithReportSerializer, 200: TraceWithReportSerializer, 202: TraceWithReportSerializer,
-                   (422, PROBLEM_CONTENT_TYPE): ProblemSerializer, 413: UPLOAD_REFUSED, 429: UPLOAD_REFUSED},
+                   **{(code, PROBLEM_CONTENT_TYPE): ProblemSerializer for code in (400, 413, 422, 429, 507)}},
         parameters=[OpenApiParameter("wait", float, description=(
-            "seconds (at most 300) to wait for the diagnosis. Done in time: 201 with the report; "
-            "still running: 202, `Location` names the trace, `progress` says how far it got; "
+            "seconds to wait for the diagnosis, at most TRACEDOC_MAX_WAIT_SECONDS (10 by default; more "
+            "is cut to it, so no request holds a web thread long). Done in time: 201 with the report; "
+            "still running: 202, `Location` names the trace, `Retry-After` says when to poll it, "
+            "`progress` says how far it got; "
             "failed: 422, a problem document (application/problem+json) naming each file and "
             "why. Without it (or 0): 201 at once, the trace queued"))],
         description="Upload files as one trace. A repeated `Idempotency-Key` answers 200 with the "
                     "trace the first upload made.")
     def create(self, request, *args, **kwargs):
-        request.data  # parse the body first: the upload handler flags an oversized upload
+        try:
+            request.data  # parse the body first: the upload handler flags an oversized upload
+        except OSError as e:  # the upload's temporary files filled the disk
+            if e.errno not in FULL_DISK:
+                raise
+            return _storage_full(StorageFull())
         if getattr(request, "upload_too_large", False):
-            return Response({"detail": f"upload larger than {settings.TRACEDOC_MAX_UPLOAD_BYTES:,} bytes"},
-                            status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE)
+            return upload_too_large(settings.TRACEDOC_MAX_UPLOAD_BYTES)
         upload = TraceUploadSerializer(data=request.data)
         upload.is_valid(raise_exception=True)
         data, wait = upload.validated_data, self._wait_seconds(request)
@@ -76,18 +88,21 @@ class TraceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Crea
             trace, created = receive_once(team, request.headers.get(IDEMPOTENCY_HEADER, ""), lambda: create_trace(
                 team, request.user, data["files"], name=data.get("name", ""), labels=labels))
         except QuotaExceeded as e:
-            return Response({"detail": e.messages[0], "quota_bytes": e.quota, "used_bytes": e.used,
-                             "upload_bytes": e.incoming}, status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE)
+            return quota_exceeded(e.messages[0], e.quota, e.used, e.incoming)
+        except StorageFull as e:
+            return _storage_full(e)
         except ValidationError as e:
             raise serializers.ValidationError({"detail": e.messages}) from None
         trace = self._wait(trace, wait)
         if wait and trace.state == Trace.State.FAILED:
             return trace_failed(trace, request)
         answer = status.HTTP_201_CREATED if created else status.HTTP_200_OK
+        headers = {"Location": request.build_absolute_uri(reverse("api:trace-detail", args=[trace.pk]))}
         if wait and not trace.finished:
             answer = status.HTTP_202_ACCEPTED  # asked for the report, which is not there yet
+            headers["Retry-After"] = str(RETRY_AFTER_S)
         return Response(TraceWithReportSerializer(trace, context={"request": request}).data, status=answer,
-                        headers={"Location": request.build_absolute_uri(reverse("api:trace-detail", args=[trace.pk]))})
+                        headers=headers)
 
     @staticmethod
     def _wait_seconds(request) -> float:
@@ -119,7 +134,7 @@ class TraceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Crea
         return Response(trace.report)
 
     @extend_schema(responses=FindingSerializer(many=True))
-    @action(detail=True)
+    @action(detail=True, pagination_class=None)  # one trace's findings, whole (as the answer always was)
     def findings(self, request, pk=None):
         trace = self.get_object()
         qs = trace.findings.select_related("cluster")

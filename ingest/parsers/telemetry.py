@@ -8,6 +8,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterator
 
+import orjson
+
 from ingest.events import EventSink, ParseError
 from ingest.io import open_bytes
 
@@ -74,7 +76,6 @@ def iter_lines(path: Path) -> Iterator[tuple[int, str]]:
 
 def first_json_object(head: bytes) -> dict | None:
     """The head's first line decoded, when it is a JSON object (how JSON-lines formats sniff)."""
-    import orjson
     line = head.lstrip().split(b"\n", 1)[0]
     if not line.startswith(b"{"):
         return None
@@ -88,7 +89,6 @@ def first_json_object(head: bytes) -> dict | None:
 def iter_json_lines(path: Path, report) -> Iterator[tuple[int, object]]:
     """(line number, decoded JSON value) of each non-blank line; a line that is not JSON is
     skipped with a warning naming its line and column, and counted in the report."""
-    import orjson
     for lineno, line in iter_lines(path):
         if not line.strip():
             continue

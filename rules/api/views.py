@@ -3,13 +3,14 @@ from __future__ import annotations
 
 from django.core.exceptions import ValidationError
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from diagnosis.backtest_runs import backtest_rule
 from diagnosis.tasks import diagnose_stored
+from ingest.api.problems import problem
 from ingest.models import Trace
 from ingest.uploads import team_for_upload
 from rules.api.serializers import (
@@ -20,12 +21,16 @@ from rules.api.serializers import (
     RuleTextSerializer,
     RuleValidationSerializer,
 )
+from rules.features import list_features
 from rules.models import TeamRule, check_rule, parse_rule
 
 TESTABLE = (Trace.State.PARSED, Trace.State.DIAGNOSING, Trace.State.DONE)
 
 
 class RuleViewSet(viewsets.ModelViewSet):
+    # accounts.permissions: checking or trying a rule saves nothing, a read token may
+    token_scopes = {"validate": "read", "test": "read", "backtest": "read"}
+
     def get_queryset(self):
         return TeamRule.objects.visible_to(self.request.user).select_related("team", "created_by", "updated_by")
 
@@ -45,11 +50,11 @@ class RuleViewSet(viewsets.ModelViewSet):
         except ValidationError as e:
             raise serializers.ValidationError({"yaml": e.messages}) from None
 
-    @extend_schema(responses={200: dict})
-    @action(detail=False, methods=["get"])
+    @extend_schema(responses={200: inline_serializer("RuleFeature", {
+        "name": serializers.CharField(), "doc": serializers.CharField()}, many=True)})
+    @action(detail=False, methods=["get"], pagination_class=None)  # a short fixed list, not paged
     def features(self, request):
         """The built-in features a rule can read with `from:` (name and what its rows hold)."""
-        from rules.features import list_features
         return Response(list_features())
 
     @extend_schema(request=RuleTextSerializer, responses=RuleValidationSerializer)
@@ -71,8 +76,8 @@ class RuleViewSet(viewsets.ModelViewSet):
         body.is_valid(raise_exception=True)
         trace = get_object_or_404(Trace.objects.visible_to(request.user), pk=body.validated_data["trace"])
         if trace.state not in TESTABLE:
-            return Response({"detail": f"trace {trace.pk} is {trace.state}: a rule runs on parsed traces",
-                             "state": trace.state}, status=status.HTTP_409_CONFLICT)
+            return problem(status.HTTP_409_CONFLICT, "trace-not-parsed", "The trace is not parsed yet",
+                           f"trace {trace.pk} is {trace.state}: a rule runs on parsed traces", state=trace.state)
         report = diagnose_stored(trace, [parse_rule(rule.yaml)]).to_dict()
         return Response({"rule_id": rule.rule_id, "version": rule.version, "trace": trace.pk,
                          "findings": report["findings"], "rule_errors": report["rule_errors"]})

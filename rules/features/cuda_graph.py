@@ -189,7 +189,7 @@ def _interleaved_thread_conflicts(ctx, violations: list, invalid: list, chained_
         return []
     ev = ctx.events
     logs = ev.iloc[ctx.index.rows("log")]
-    logs = logs[logs["attrs"].astype(str).str.contains("Exception in thread", regex=False)]
+    logs = logs[logs["attrs"].str.contains("Exception in thread", regex=False, na=False).to_numpy(dtype=bool)]
     rows = []
     for _, h in logs.iterrows():
         m = _THREAD_HEADER.search(str(_attrs(h["attrs"]).get("text") or ""))

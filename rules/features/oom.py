@@ -279,16 +279,14 @@ def _line_no(loc: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def _in_log_capture_window(ev: pd.DataFrame, row: dict) -> str:
+def _in_log_capture_window(near: "_LogContext", row: dict) -> str:
     """A capture-start line ("Capturing CUDA graphs", "Capture cuda graph begin") shortly before
     the OOM in the same log and process, with no capture-end line in between."""
     no = _line_no(row.get("loc", ""))
     if no is None:
         return ""
-    marks = ev[(ev["artifact"] == row["artifact"]) & ev["name"].isin(["CudagraphCaptureStart", "CudagraphCaptureEnd"])]
     last = None
-    for name, loc, pid in zip(text_values(marks["name"]), marks["loc"], marks["pid"]):
-        at = _line_no(loc)
+    for name, at, pid in near.capture_marks(str(row["artifact"])):
         if at is None or at >= no or no - at > CAPTURE_WINDOW_LINES:
             continue
         if row.get("pid", -1) >= 0 and pid >= 0 and pid != row["pid"]:
@@ -298,14 +296,54 @@ def _in_log_capture_window(ev: pd.DataFrame, row: dict) -> str:
     return f"after the capture-start line at line {last[0]}" if last and last[1] == "CudagraphCaptureStart" else ""
 
 
-def _chained_capture_error(ev: pd.DataFrame, row: dict) -> str:
+def _chained_capture_error(near: "_LogContext", row: dict) -> str:
     """A capture error (e.g. capture_end's cudaErrorStreamCaptureInvalidated) chained to this OOM."""
-    errors = ev[(ev["artifact"] == row["artifact"]) & (ev["kind"] == "error")]
-    for name, raw in zip(text_values(errors["name"]), errors["attrs"]):
-        a = _attrs(raw)
-        if a.get("chained_after") == row.get("loc") and a.get("during_cuda_graph_capture"):
-            return f"{name} at {a.get('capture_site') or 'capture end'} was raised while handling it"
-    return ""
+    hit = near.chained_capture_errors().get((str(row["artifact"]), row.get("loc")))
+    return f"{hit[0]} at {hit[1].get('capture_site') or 'capture end'} was raised while handling it" if hit else ""
+
+
+class _LogContext:
+    """The log lines the capture checks read around each OOM, indexed once per diagnosis: an OOM
+    that filtered the whole event table (and parsed every error's attrs) for each check made a
+    log with a few hundred OOMs quadratic (a 20 MB log: 100 s)."""
+
+    def __init__(self, ev: pd.DataFrame, rows_checked: list[dict]):
+        self.ev = ev
+        self._chained: dict | None = None
+        self._marks: dict[str, list] | None = None
+        lines = (_line_no(r.get("loc", "")) for r in rows_checked)
+        wanted = {f"line {n - k}" for n in lines if n is not None for k in (1, 2)}
+        rows = ev[ev["loc"].isin(wanted)]
+        self._by_line: dict[tuple[str, str], list] = {}
+        for pos, (art, loc, raw) in enumerate(zip(text_values(rows["artifact"]), rows["loc"], rows["attrs"])):
+            self._by_line.setdefault((art, loc), []).append((pos, raw))
+
+    def chained_capture_errors(self) -> dict[tuple[str, str], tuple[str, dict]]:
+        """(artifact, loc of the OOM) -> the first error raised during capture while handling it."""
+        if self._chained is None:
+            errors = self.ev[self.ev["kind"] == "error"]
+            self._chained = {}
+            for art, name, raw in zip(text_values(errors["artifact"]), text_values(errors["name"]), errors["attrs"]):
+                a = _attrs(raw)
+                after = a.get("chained_after")
+                if a.get("during_cuda_graph_capture") and (after is None or isinstance(after, str)):
+                    self._chained.setdefault((art, after), (name, a))
+        return self._chained
+
+    def capture_marks(self, artifact: str) -> list[tuple[str, int | None, int]]:
+        """(name, line, pid) of the artifact's capture start/end lines, in table order."""
+        if self._marks is None:
+            marks = self.ev[self.ev["name"].isin(["CudagraphCaptureStart", "CudagraphCaptureEnd"])]
+            self._marks = {}
+            for art, name, loc, pid in zip(text_values(marks["artifact"]), text_values(marks["name"]),
+                                           marks["loc"], marks["pid"]):
+                self._marks.setdefault(art, []).append((name, _line_no(loc), pid))
+        return self._marks.get(artifact, [])
+
+    def attrs_at(self, artifact: str, locs: tuple[str, ...]) -> list:
+        """The raw attrs of the artifact's rows at these locs, in table order."""
+        found = [item for loc in locs for item in self._by_line.get((artifact, loc), ())]
+        return [raw for _, raw in sorted(found, key=lambda item: item[0])]
 
 
 def _in_profiled_capture(row: dict, regions: list[tuple[int, int, int, int]]) -> str:
@@ -317,7 +355,7 @@ def _in_profiled_capture(row: dict, regions: list[tuple[int, int, int, int]]) ->
             if hit else "")
 
 
-def _capture_evidence(ev: pd.DataFrame, group: list, regions: list) -> str:
+def _capture_evidence(near: _LogContext, group: list, regions: list) -> str:
     """Why this OOM counts as raised inside CUDA Graph capture ("" when nothing says so)."""
     for row, a, _ in group:
         if a.get("capture_site"):
@@ -327,7 +365,8 @@ def _capture_evidence(ev: pd.DataFrame, group: list, regions: list) -> str:
         if m:
             return f"the error says \"{m.group(0)}\""
     for row, a, _ in group:
-        for check in (_chained_capture_error(ev, row), _in_log_capture_window(ev, row), _announced_capture(ev, row),
+        for check in (_chained_capture_error(near, row), _in_log_capture_window(near, row),
+                      _announced_capture(near, row),
                       _in_profiled_capture(row, regions), _graph_frames_with_pool(a)):
             if check:
                 return check
@@ -340,16 +379,15 @@ def _mentions_graph_capture(text: str) -> bool:
     return "cudagraph" in low or "cuda_graph" in low or ("captur" in low and "graph" in low)
 
 
-def _announced_capture(ev: pd.DataFrame, row: dict) -> str:
+def _announced_capture(near: _LogContext, row: dict) -> str:
     """The line right above the OOM's traceback says a graph is being captured."""
     no = _line_no(row.get("loc", ""))
     if no is None:
         return ""
-    near = ev[(ev["artifact"] == row["artifact"]) & ev["loc"].isin([f"line {no - 1}", f"line {no - 2}"])]
-    for raw in near["attrs"]:
+    for raw in near.attrs_at(str(row["artifact"]), (f"line {no - 1}", f"line {no - 2}")):
         text = str(_attrs(raw).get("text") or "")
         if _mentions_graph_capture(text) and "If out-of-memory" not in text:
-                return f"the line above it says \"{text.strip()[:120]}\""
+            return f"the line above it says \"{text.strip()[:120]}\""
     return ""
 
 
@@ -453,7 +491,9 @@ def oom_analysis(ctx) -> pd.DataFrame:
     rows = []
     stats = _allocator_stats(ev)
     mig = {art: next((a["mig_profile"] for _, _, a in rows if a.get("mig_profile")), "") for art, rows in stats.items()}
-    for group in _incidents(ooms, snap, stats):
+    groups = list(_incidents(ooms, snap, stats))
+    near = _LogContext(ev, [r for group in groups for r, _, _ in group])
+    for group in groups:
         group.sort(key=lambda item: SOURCE_PREFERENCE.get(str(item[0]["source"]), 9))
         row, a, _ = group[0]
         figures: dict = {}
@@ -464,7 +504,7 @@ def oom_analysis(ctx) -> pd.DataFrame:
         cause, reason = _with_context(cause, reason, a, mig.get(str(row["artifact"])), figures)
         if cause == "undetermined":
             reason = _bare_reason(a, figures) or reason
-        capture = _capture_evidence(ev, group, regions)
+        capture = _capture_evidence(near, group, regions)
         seen_in = sorted({str(r["artifact"]) for r, _, _ in group})
         if not a.get("text"):  # dumps and profiler events carry numbers, not a message: say them
             a = {**a, "text": "out of memory: " + ", ".join(

@@ -8,7 +8,22 @@
   if (!holder || !window.CM) return;
   const textarea = holder.querySelector("textarea");
   const validation = document.getElementById("validation");
-  const {EditorView, basicSetup, EditorState, yaml, autocompletion, lintGutter, setDiagnostics, hoverTooltip} = window.CM;
+  const {EditorView, basicSetup, EditorState, yaml, autocompletion, lintGutter, setDiagnostics, hoverTooltip,
+    HighlightStyle, syntaxHighlighting, tags: t} = window.CM;
+  // Token colours as CSS variables (app.css sets them per colour scheme, each AA on its
+  // background): CodeMirror's default style is light-only and unreadable on the dark editor.
+  const tokenColours = HighlightStyle.define([
+    {tag: t.meta, color: "var(--cm-meta)"},
+    {tag: t.keyword, color: "var(--cm-keyword)"},
+    {tag: [t.atom, t.bool, t.url, t.contentSeparator, t.labelName], color: "var(--cm-atom)"},
+    {tag: [t.literal, t.inserted, t.number], color: "var(--cm-literal)"},
+    {tag: [t.string, t.deleted], color: "var(--cm-string)"},
+    {tag: [t.regexp, t.escape, t.special(t.string)], color: "var(--cm-escape)"},
+    {tag: [t.definition(t.propertyName), t.propertyName], color: "var(--cm-key)"},
+    {tag: [t.typeName, t.namespace], color: "var(--cm-type)"},
+    {tag: t.comment, color: "var(--cm-comment)", fontStyle: "italic"},
+    {tag: t.invalid, color: "var(--cm-invalid)"},
+  ]);
   let hints = {keys: [], nested: {}, modifiers: [], columns: [], features: []};
   fetch(holder.dataset.hints, {credentials: "same-origin"}).then(r => r.json()).then(h => { hints = h; });
 
@@ -98,7 +113,7 @@
     parent: holder,
     state: EditorState.create({
       doc: textarea.value,
-      extensions: [basicSetup, yaml(), EditorView.lineWrapping, lintGutter(),
+      extensions: [basicSetup, yaml(), syntaxHighlighting(tokenColours), EditorView.lineWrapping, lintGutter(),
         autocompletion({override: [complete], activateOnTyping: true}), hover,
         EditorView.contentAttributes.of({"aria-label": "Rule (YAML)"}),
         EditorView.updateListener.of(update => {

@@ -1,4 +1,5 @@
 // The trace page's zoomable timeline (Apache ECharts, vendored): wheel or drag to zoom and pan;
+// host calls are drawn one lane per call depth under their thread (a flame chart, from the API);
 // each zoom asks the timeline API for the visible range, which answers at most max_items items
 // (merged spans where a lane holds more). Evidence buttons land on their event; log evidence
 // shows its lines in context; "Export" / "Open in Perfetto" take the visible range as Chrome JSON.
@@ -26,6 +27,18 @@
     if (a >= 1e6) return (ns / 1e6).toFixed(3) + " ms";
     if (a >= 1e3) return (ns / 1e3).toFixed(2) + " µs";
     return Math.round(ns) + " ns";
+  }
+  // axis ticks: as many decimals as the visible width needs, so ticks 2 µs apart at +3.254 s differ
+  function fmtAxis(ns) {
+    const [s, e] = range || [0, span], step = Math.max((e - s) / 10, 1), a = Math.abs(ns);
+    const unit = a >= 1e9 ? [1e9, " s"] : a >= 1e6 ? [1e6, " ms"] : a >= 1e3 ? [1e3, " µs"] : [1, " ns"];
+    const digits = Math.min(9, Math.max(0, Math.ceil(Math.log10(unit[0] / step))));
+    return (ns / unit[0]).toFixed(digits) + unit[1];
+  }
+  // a phone has room for the lane's own name only (stream 7, thread 425, ↳ depth 2)
+  function laneLabel(lane) {
+    if (!phone()) return lane.label;
+    return lane.depth ? "↳ depth " + lane.depth : lane.path[lane.path.length - 1];
   }
   function absolute(offset) { return (origin + BigInt(Math.round(offset))).toString(); }
   function query(params) { return new URLSearchParams(params).toString(); }
@@ -60,9 +73,17 @@
     const fill = item.severity ? SEVERITY[item.severity] || SEVERITY.info : COLORS[item.kind] || "#6b7280";
     const selected = highlight !== null && item.row === highlight;
     const busy = item.count > 1 && item.dur > 0 ? Math.max(0.35, Math.min(1, item.busy_ns / item.dur)) : 0.9;
-    return {type: "rect", shape: {x: x0, y: top, width: w, height: h},
+    const rect = {type: "rect", shape: {x: x0, y: top, width: w, height: h},
       style: {fill: fill, opacity: item.kind === "finding" || item.kind === "violation" ? 0.55 : busy,
         stroke: selected ? (dark() ? "#fde047" : "#111827") : null, lineWidth: selected ? 3 : 0}};
+    // a span wide enough for words carries its name, as in a flame chart (cut to the visible part)
+    const box = params.coordSys, left = Math.max(x0, box.x) + 3, room = Math.min(x0 + w, box.x + box.width) - left - 3;
+    const chars = Math.floor(room / 6.5);
+    if (chars < 4) return rect;
+    const name = (item.count > 1 ? item.count + "× " : "") + item.name;
+    return {type: "group", children: [rect, {type: "text", silent: true, style: {
+      text: name.length > chars ? name.slice(0, chars - 1) + "…" : name, x: left, y: top + h / 2,
+      verticalAlign: "middle", fill: "#ffffff", font: "11px sans-serif"}}]};
   }
 
   function draw(keepZoom) {
@@ -75,9 +96,9 @@
       animation: false,
       grid: {left: labelW, right: 16, top: 8, bottom: 64},
       tooltip: {confine: true, formatter: p => tooltip(items[p.dataIndex])},
-      xAxis: {type: "value", min: 0, max: span, axisLabel: {color: text, formatter: v => fmt(v), hideOverlap: true},
+      xAxis: {type: "value", min: 0, max: span, axisLabel: {color: text, formatter: v => fmtAxis(v), hideOverlap: true},
         splitLine: {lineStyle: {color: grid}}},
-      yAxis: {type: "category", inverse: true, data: lanes.map(l => l.label),
+      yAxis: {type: "category", inverse: true, data: lanes.map(laneLabel),
         axisLabel: {color: text, width: labelW - 12, overflow: "truncate", fontSize: 11}, axisTick: {show: false},
         splitLine: {show: true, lineStyle: {color: grid}}},
       dataZoom: [{type: "inside", xAxisIndex: 0, filterMode: "none", minSpan: 0.0000001},

@@ -7,7 +7,7 @@ import pytest
 
 from diagnosis import scenarios
 from tests.corpus import CORPUS
-from tests.parsers_logs.test_logs_fixtures import CAP_OOM_LOG, CAPTURE_LOG
+from tests.ingest.parsers.test_logs_fixtures import CAP_OOM_LOG, CAPTURE_LOG
 
 pytestmark = pytest.mark.skipif(not CORPUS.is_dir(), reason="shared corpus not found")
 

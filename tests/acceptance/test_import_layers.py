@@ -5,7 +5,7 @@ import tomllib
 import grimp
 import pytest
 
-from tests.web.stack import ROOT
+from tests.support.stack import ROOT
 
 APPS = ("ingest", "rules", "diagnosis")
 

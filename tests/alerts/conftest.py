@@ -2,14 +2,16 @@ import pytest
 
 from alerts.models import AlertRule, Destination
 from tests.alerts.receiver import Receiver
-from tests.web.conftest import alice, alice_api, bob, charlie, charlie_api, infra, other, storage  # noqa: F401
+from tests.support.fixtures import *  # noqa: F401,F403  (the service tests' fixtures)
 from tracedoc.celery import app
 
 SECRET = "whsec-test-0123456789"
 
 
 @pytest.fixture
-def receiver():
+def receiver(settings):
+    """A local HTTP receiver, on loopback: allowed as a destination by the SSRF allow-list."""
+    settings.TRACEDOC_ALERT_ALLOWED_NETWORKS = ["127.0.0.1/32"]
     with Receiver() as r:
         yield r
 
@@ -43,3 +45,8 @@ def rule(team, trigger: str, destinations, **fields) -> AlertRule:
     r = AlertRule.objects.create(team=team, name=f"{trigger} rule", trigger=trigger, **fields)
     r.destinations.set(destinations)
     return r
+
+
+def invalid(response) -> dict[str, str]:
+    """A 400 problem document's invalid parameters: name -> reason."""
+    return {p["name"]: p["reason"] for p in response.json()["invalid_params"]}

@@ -1,5 +1,6 @@
 """A real HTTP receiver for alert tests: http.server in a thread on a free local port. It
-keeps every request (path, headers, body) and answers 500 to the first `failures` ones."""
+keeps every request (path, headers, body) and answers 500 to the first `failures` ones, or
+a 307 redirect to `redirect` when set."""
 from __future__ import annotations
 
 import json
@@ -23,6 +24,7 @@ class Receiver:
     def __init__(self):
         self.requests: list[Received] = []
         self.failures = 0
+        self.redirect = ""
         self._lock = threading.Lock()
         outer = self
 
@@ -33,6 +35,11 @@ class Receiver:
                     outer.requests.append(Received(self.path, dict(self.headers.items()), body))
                     failing = outer.failures > 0
                     outer.failures -= failing
+                if outer.redirect:
+                    self.send_response(307)
+                    self.send_header("Location", outer.redirect)
+                    self.end_headers()
+                    return
                 self.send_response(500 if failing else 202)
                 self.end_headers()
                 self.wfile.write(b'{"status": "boom"}' if failing else b'{"status": "ok"}')

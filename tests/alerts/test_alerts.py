@@ -12,7 +12,7 @@ from ingest.tasks import parse_trace
 from ingest.uploads import create_trace
 from tests.alerts.conftest import SECRET, rule
 from tests.corpus import corpus
-from tests.web.cluster_world import GRAPH, NCCL, OOM, seen
+from tests.support.cluster_world import GRAPH, NCCL, OOM, seen
 
 pytestmark = pytest.mark.timeout(300)
 WEB_PATHS = ("/hook", "/slack", "/api/v2/alerts", "/pd")

@@ -3,8 +3,8 @@ secret never read back; the alerts sent, with their delivery logs."""
 from rest_framework.test import APIClient
 
 from alerts.models import AlertRule, Destination
-from tests.alerts.conftest import rule
-from tests.web.cluster_world import NCCL, seen
+from tests.alerts.conftest import invalid, rule
+from tests.support.cluster_world import NCCL, seen
 
 
 def test_create_a_destination_and_a_rule(alice_api, infra):
@@ -31,24 +31,24 @@ def test_what_a_destination_needs(alice_api, infra):
              ({"kind": "carrier-pigeon", "url": "https://h.example"}, "kind")]
     for n, (fields, field) in enumerate(cases):
         response = alice_api.post("/api/v1/destinations/", {"name": f"d{n}", **fields}, format="json")
-        assert response.status_code == 400 and field in response.json(), (fields, response.content)
+        assert response.status_code == 400 and field in invalid(response), (fields, response.content)
     assert not Destination.objects.exists()
 
 
 def test_a_count_rule_needs_a_threshold(alice_api, infra):
     response = alice_api.post("/api/v1/alert-rules/", {"name": "bursts", "trigger": "count", "destinations": []},
                               format="json")
-    assert response.status_code == 400 and "threshold" in response.json()
+    assert response.status_code == 400 and "threshold" in invalid(response)
 
 
 def test_team_scoping(alice_api, charlie_api, infra, other):
     theirs = Destination.objects.create(team=other, name="theirs", kind="slack", url="https://s.example")
     response = alice_api.post("/api/v1/alert-rules/", {"name": "r", "trigger": "new", "destinations": [theirs.pk]},
                               format="json")
-    assert response.status_code == 400 and "destinations" in response.json()
+    assert response.status_code == 400 and "destinations" in invalid(response)
     response = alice_api.post("/api/v1/destinations/", {"team": "other", "name": "x", "kind": "slack",
                                                         "url": "https://s.example"}, format="json")
-    assert response.status_code == 400 and "team" in response.json()
+    assert response.status_code == 400 and "team" in invalid(response)
     assert alice_api.get("/api/v1/destinations/").json()["results"] == []
     assert charlie_api.get(f"/api/v1/destinations/{theirs.pk}/").status_code == 200
     assert alice_api.get(f"/api/v1/destinations/{theirs.pk}/").status_code == 404

@@ -7,6 +7,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from ingest.artifact_results import ArtifactResult, parse_one
+from tests.support.fixtures import *  # noqa: F401,F403  (the service tests' fixtures)
 
 
 @pytest.fixture

@@ -90,6 +90,10 @@ class LogParser:
         self._close_block()
         self._flush_wrap()
         self._emit_timeouts()
+        self.set_clock()
+
+    def set_clock(self) -> None:
+        """The clock of the whole file (ingest.log_ranges calls it once for all its ranges)."""
         self.report.set_clock(
             Clock("unix", year_assumed=self.year if self.year_assumed else None,
                   note="times as printed, read as UTC; stamps without a year use year_assumed "

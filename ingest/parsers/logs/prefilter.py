@@ -10,7 +10,7 @@ one or two families instead of all of them, and a hostile line of one repeated c
 runs none.
 
 The gate only skips work: a family it lets through runs exactly as before, in the same
-order, so the events are the same with the gate on or off (tests/parsers_logs check this
+order, so the events are the same with the gate on or off (tests/ingest/parsers check this
 over every line of the corpus).
 """
 from __future__ import annotations

@@ -13,6 +13,7 @@ from __future__ import annotations
 import calendar
 import re
 from dataclasses import dataclass, field
+from typing import Callable
 
 _LEVELS = {
     "I": "info", "W": "warning", "E": "error", "F": "critical", "V": "debug", "D": "debug",
@@ -136,98 +137,183 @@ def split_line(line: str, year: int) -> Prefix:
 
 
 def _logger_header(body: str, p: Prefix, year: int, year_is_assumed: bool) -> str:
-    """Read the first logger header that matches; return the rest of the line. A header is tried
-    only when the line's first character can start it."""
+    """Read the first logger header that matches; return the rest of the line. Only the headers
+    that can start with the line's first character are tried, in `_HEADERS` order."""
     head = body[:1]
-    bracket, level = head == "[", head in ("D", "I", "W", "E", "C", "F", "V")
-    m = _GLOG_BRACKET.match(body) if bracket else None
-    if m:
-        p.severity = _LEVELS[m.group(1)]
-        p.ts = _ns(year, int(m.group(2)), int(m.group(3)), int(m.group(4)), int(m.group(5)),
-                   int(m.group(6)), m.group(7))
-        p.year_assumed = year_is_assumed
-        p.origin = m.group(8)
-        return body[m.end():]
-    m = _GLOG_PY.match(body) if level else None
-    if m:
-        p.severity = _LEVELS[m.group(1)]
-        p.ts = _ns(year, int(m.group(2)), int(m.group(3)), int(m.group(4)), int(m.group(5)),
-                   int(m.group(6)), m.group(7))
-        p.year_assumed = year_is_assumed
-        p.pid, p.origin = int(m.group(8)), m.group(9)
-        return body[m.end():]
-    m = _GLOG_LEGACY.match(body) if bracket else None
-    if m:
-        p.severity, p.origin = _LEVELS[m.group(1)], m.group(2)
-        return body[m.end():]
-    m = _VLLM.match(body) if level else None
-    if m:
-        p.severity = _LEVELS[m.group(1)]
-        p.ts = _ns(year, int(m.group(2)), int(m.group(3)), int(m.group(4)), int(m.group(5)), int(m.group(6)))
-        p.year_assumed = year_is_assumed
-        p.origin = m.group(7)
-        return body[m.end():]
-    m = _DEEPSPEED.match(body) if bracket else None
-    if m:
-        g = m.groups()
-        p.ts = _ns(int(g[0]), int(g[1]), int(g[2]), int(g[3]), int(g[4]), int(g[5]), g[6])
-        p.severity = _LEVELS.get(g[7].upper(), "")
-        p.origin = g[8]
-        return body[m.end():]
-    m = _TENSORRT.match(body) if bracket else None
-    if m:
-        g = m.groups()
-        p.ts = _ns(int(g[2]), int(g[0]), int(g[1]), int(g[3]), int(g[4]), int(g[5]))
-        p.severity = _LEVELS[g[6]]
-        return body[m.end():]
-    m = _SGLANG.match(body) if bracket else None
-    if m:
-        g = m.groups()
-        p.ts = _ns(int(g[0]), int(g[1]), int(g[2]), int(g[3]), int(g[4]), int(g[5]))
-        if g[6]:
-            p.extra["worker"] = g[6]
-        return body[m.end():]
-    m = _ISO.match(body) if head.isdecimal() else None
-    if m:
-        g = m.groups()
-        p.ts = _ns(int(g[0]), int(g[1]), int(g[2]), int(g[3]), int(g[4]), int(g[5]), g[6], g[7])
-        if g[8]:
-            p.severity = _LEVELS[g[8]]
-        return body[m.end():]
-    m = _SYSLOG.match(body) if "A" <= head <= "Z" else None
-    if m:
-        g = m.groups()
-        p.ts = _ns(year, _MONTHS.get(g[0], 0), int(g[1]), int(g[2]), int(g[3]), int(g[4]))
-        p.year_assumed = year_is_assumed
-        p.host, p.extra["program"] = g[5], g[6]
-        if g[7]:
-            p.pid = int(g[7])
-        rest = body[m.end():]
-        k = _DMESG.match(rest)  # kernel lines in syslog keep dmesg's uptime stamp
-        if k:
-            p.extra["uptime_s"] = float(k.group(1))
-            rest = rest[k.end():]
-        return rest
-    m = _DMESG_T.match(body) if bracket else None
-    if m:
-        g = m.groups()
-        p.ts = _ns(int(g[5]), _MONTHS.get(g[0], 0), int(g[1]), int(g[2]), int(g[3]), int(g[4]))
-        return body[m.end():]
-    m = _DMESG.match(body) if bracket else None
-    if m:
-        p.extra["uptime_s"] = float(m.group(1))  # seconds since boot: not on the wall clock
-        return body[m.end():]
-    m = _NCCL_DEBUG.match(body) if " NCCL " in body else None
-    if m:
-        p.host, p.pid, p.tid, p.device = m.group(1), int(m.group(2)), int(m.group(3)), int(m.group(4))
-        p.severity = _LEVELS.get(m.group(5), "error")
-        p.origin = "NCCL"
-        p.extra["nccl_level"] = m.group(5)
-        return body[m.end():]
-    m = (_PYLOGGING.match(body) if level else None) or _LEVEL_WORD.match(body)
-    if m:
-        p.severity = _LEVELS[m.group(1)]
-        if m.re is _PYLOGGING:
-            p.origin = m.group(2)
-        return body[m.end():].lstrip(" ") if m.re is _LEVEL_WORD else body[m.end():]
+    headers = _BY_HEAD.get(head)
+    if headers is None:
+        headers = _headers_for(head)
+    for header in headers:
+        if header.needs and header.needs not in body:
+            continue
+        m = header.pattern.match(body)
+        if m:
+            return header.read(m, body, p, _Year(year, year_is_assumed))
     return body
+
+
+@dataclass(frozen=True)
+class _Year:
+    """The year for stamps without one, and whether it was assumed (no collector date said it)."""
+    value: int
+    assumed: bool
+
+
+def _glog_bracket(m: re.Match, body: str, p: Prefix, year: _Year) -> str:
+    p.severity = _LEVELS[m.group(1)]
+    p.ts = _ns(year.value, int(m.group(2)), int(m.group(3)), int(m.group(4)), int(m.group(5)),
+               int(m.group(6)), m.group(7))
+    p.year_assumed = year.assumed
+    p.origin = m.group(8)
+    return body[m.end():]
+
+
+def _glog_py(m: re.Match, body: str, p: Prefix, year: _Year) -> str:
+    p.severity = _LEVELS[m.group(1)]
+    p.ts = _ns(year.value, int(m.group(2)), int(m.group(3)), int(m.group(4)), int(m.group(5)),
+               int(m.group(6)), m.group(7))
+    p.year_assumed = year.assumed
+    p.pid, p.origin = int(m.group(8)), m.group(9)
+    return body[m.end():]
+
+
+def _level_and_origin(m: re.Match, body: str, p: Prefix, year: _Year) -> str:
+    """Headers that say only the level and where: legacy glog, logging.basicConfig."""
+    p.severity, p.origin = _LEVELS[m.group(1)], m.group(2)
+    return body[m.end():]
+
+
+def _vllm(m: re.Match, body: str, p: Prefix, year: _Year) -> str:
+    p.severity = _LEVELS[m.group(1)]
+    p.ts = _ns(year.value, int(m.group(2)), int(m.group(3)), int(m.group(4)), int(m.group(5)), int(m.group(6)))
+    p.year_assumed = year.assumed
+    p.origin = m.group(7)
+    return body[m.end():]
+
+
+def _deepspeed(m: re.Match, body: str, p: Prefix, year: _Year) -> str:
+    g = m.groups()
+    p.ts = _ns(int(g[0]), int(g[1]), int(g[2]), int(g[3]), int(g[4]), int(g[5]), g[6])
+    p.severity = _LEVELS.get(g[7].upper(), "")
+    p.origin = g[8]
+    return body[m.end():]
+
+
+def _tensorrt(m: re.Match, body: str, p: Prefix, year: _Year) -> str:
+    g = m.groups()
+    p.ts = _ns(int(g[2]), int(g[0]), int(g[1]), int(g[3]), int(g[4]), int(g[5]))
+    p.severity = _LEVELS[g[6]]
+    return body[m.end():]
+
+
+def _sglang(m: re.Match, body: str, p: Prefix, year: _Year) -> str:
+    g = m.groups()
+    p.ts = _ns(int(g[0]), int(g[1]), int(g[2]), int(g[3]), int(g[4]), int(g[5]))
+    if g[6]:
+        p.extra["worker"] = g[6]
+    return body[m.end():]
+
+
+def _iso(m: re.Match, body: str, p: Prefix, year: _Year) -> str:
+    g = m.groups()
+    p.ts = _ns(int(g[0]), int(g[1]), int(g[2]), int(g[3]), int(g[4]), int(g[5]), g[6], g[7])
+    if g[8]:
+        p.severity = _LEVELS[g[8]]
+    return body[m.end():]
+
+
+def _syslog(m: re.Match, body: str, p: Prefix, year: _Year) -> str:
+    g = m.groups()
+    p.ts = _ns(year.value, _MONTHS.get(g[0], 0), int(g[1]), int(g[2]), int(g[3]), int(g[4]))
+    p.year_assumed = year.assumed
+    p.host, p.extra["program"] = g[5], g[6]
+    if g[7]:
+        p.pid = int(g[7])
+    rest = body[m.end():]
+    k = _DMESG.match(rest)  # kernel lines in syslog keep dmesg's uptime stamp
+    if k:
+        p.extra["uptime_s"] = float(k.group(1))
+        rest = rest[k.end():]
+    return rest
+
+
+def _dmesg_t(m: re.Match, body: str, p: Prefix, year: _Year) -> str:
+    g = m.groups()
+    p.ts = _ns(int(g[5]), _MONTHS.get(g[0], 0), int(g[1]), int(g[2]), int(g[3]), int(g[4]))
+    return body[m.end():]
+
+
+def _dmesg(m: re.Match, body: str, p: Prefix, year: _Year) -> str:
+    p.extra["uptime_s"] = float(m.group(1))  # seconds since boot: not on the wall clock
+    return body[m.end():]
+
+
+def _nccl_debug(m: re.Match, body: str, p: Prefix, year: _Year) -> str:
+    p.host, p.pid, p.tid, p.device = m.group(1), int(m.group(2)), int(m.group(3)), int(m.group(4))
+    p.severity = _LEVELS.get(m.group(5), "error")
+    p.origin = "NCCL"
+    p.extra["nccl_level"] = m.group(5)
+    return body[m.end():]
+
+
+def _level_word(m: re.Match, body: str, p: Prefix, year: _Year) -> str:
+    p.severity = _LEVELS[m.group(1)]
+    return body[m.end():].lstrip(" ")
+
+
+def _bracket(head: str) -> bool:
+    return head == "["
+
+
+def _level_letter(head: str) -> bool:
+    return head in ("D", "I", "W", "E", "C", "F", "V")
+
+
+def _upper(head: str) -> bool:
+    return "A" <= head <= "Z"
+
+
+def _decimal(head: str) -> bool:
+    return head.isdecimal()
+
+
+def _any(head: str) -> bool:
+    return True
+
+
+@dataclass(frozen=True)
+class _Header:
+    pattern: re.Pattern
+    starts: Callable[[str], bool]  # whether a line starting with this character can hold it
+    read: Callable[[re.Match, str, Prefix, _Year], str]  # fills the prefix, returns the rest
+    needs: str = ""  # a substring the line must hold before the pattern is tried
+
+
+# First match wins, in this order (the order they were always tried in: moving one can change
+# which header reads a line that two of them match, e.g. NCCL's debug prefix holds a level word).
+_HEADERS = (
+    _Header(_GLOG_BRACKET, _bracket, _glog_bracket),
+    _Header(_GLOG_PY, _level_letter, _glog_py),
+    _Header(_GLOG_LEGACY, _bracket, _level_and_origin),
+    _Header(_VLLM, _level_letter, _vllm),
+    _Header(_DEEPSPEED, _bracket, _deepspeed),
+    _Header(_TENSORRT, _bracket, _tensorrt),
+    _Header(_SGLANG, _bracket, _sglang),
+    _Header(_ISO, _decimal, _iso),
+    _Header(_SYSLOG, _upper, _syslog),
+    _Header(_DMESG_T, _bracket, _dmesg_t),
+    _Header(_DMESG, _bracket, _dmesg),
+    _Header(_NCCL_DEBUG, _any, _nccl_debug, needs=" NCCL "),
+    _Header(_PYLOGGING, _level_letter, _level_and_origin),
+    _Header(_LEVEL_WORD, _any, _level_word),
+)
+_BY_HEAD_MAX = 4096  # distinct first characters remembered (a bound on hostile input)
+_BY_HEAD: dict[str, tuple[_Header, ...]] = {}
+
+
+def _headers_for(head: str) -> tuple[_Header, ...]:
+    """The headers a line starting with `head` can hold, in order; remembered per character."""
+    headers = tuple(h for h in _HEADERS if h.starts(head))
+    if len(_BY_HEAD) < _BY_HEAD_MAX:
+        _BY_HEAD[head] = headers
+    return headers

@@ -3,13 +3,14 @@ from collections import Counter
 
 from django.core.management.base import BaseCommand, CommandError
 
+from rules.loader import RuleError, load_rule_dirs
+from rules.severity import MOST_SEVERE_FIRST
+
 
 class Command(BaseCommand):
     help = __doc__
 
     def handle(self, **options):
-        from rules.loader import RuleError, load_rule_dirs
-        from rules.severity import MOST_SEVERE_FIRST
         try:
             rules = load_rule_dirs(None)
         except RuleError as e:

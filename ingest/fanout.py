@@ -1,0 +1,141 @@
+"""Fan-out of a big trace: which parts several workers parse, and the merge of their results.
+
+A trace whose files together reach TRACEDOC_FANOUT_BYTES is parsed as parts (ParsePart
+rows): one per file, and for a plain text log one per byte range of about
+TRACEDOC_FANOUT_PART_BYTES (ingest.log_ranges: each range warms its parser up on the
+TRACEDOC_FANOUT_WARMUP_BYTES before it). Kineto JSON and the other formats are one part per
+file: a JSON document has no point to enter it mid-way whose parser state is known, and
+their parsers read whole files.
+
+Every part reads its file from the content store (archive members are stored there by the
+plan), so any worker on any host can take it. The merge writes each log's Parquet file as
+the concatenation of its ranges' files plus the rows only the whole file gives, so the
+artifact rows and the event order are those of one worker's parse; the diagnosis then runs
+over all of the trace's Parquet files as always.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow.parquet as pq
+from django.conf import settings
+
+from ingest.events import ParseError
+from ingest.log_ranges import RangeOutcome, consistent, event_file, finish, log_year, plan_ranges, splittable
+from ingest.models import Artifact, Trace
+from ingest.parse import ROW_GROUP_ROWS
+from ingest.parsers import detect
+from ingest.parsers.logs import parser as log_parser
+from ingest.parts import ParsePart
+from ingest.storage import ContentStore
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Plan:
+    plan_id: str
+    parts: list[ParsePart]   # without the merge row
+
+
+def fans_out(leaves_bytes: int) -> bool:
+    threshold = settings.TRACEDOC_FANOUT_BYTES
+    return threshold > 0 and leaves_bytes >= threshold
+
+
+def make_plan(trace: Trace, leaves: list[tuple[Artifact, Path]], sizes: list[int], store: ContentStore,
+              then: list) -> Plan:
+    """The part rows of a fan-out (and its merge row, holding `then`: the workflow steps to
+    queue once the parse is merged)."""
+    plan_id = uuid.uuid4().hex
+    files_bytes = max(1, sum(sizes))
+    rows: list[ParsePart] = []
+    for (artifact, path), size in zip(leaves, sizes):
+        if artifact.parent_id is not None:
+            store.put_path(path)  # an archive member: any worker reads it from the store, by its digest
+        share = trace.bytes_total * size / files_bytes
+        base = {"leaf": path.name, "share": share}
+        if _is_text_log(path, artifact.name) and splittable(path):
+            ranges = plan_ranges(path, settings.TRACEDOC_FANOUT_PART_BYTES, settings.TRACEDOC_FANOUT_WARMUP_BYTES)
+            year = log_year(path)
+            for r in ranges:
+                rows.append(ParsePart(kind=ParsePart.RANGE, artifact=artifact, spec=base | {
+                    "range": r.to_dict(), "year": year, "count": len(ranges),
+                    "share": share * (r.end - r.start) / max(1, size)}))
+        else:
+            rows.append(ParsePart(kind=ParsePart.ARTIFACT, artifact=artifact, spec=base))
+    for no, row in enumerate(rows, 1):
+        row.trace, row.plan, row.no = trace, plan_id, no
+    ParsePart.objects.bulk_create(rows)
+    ParsePart.objects.create(trace=trace, plan=plan_id, no=0, kind=ParsePart.MERGE, then=then)
+    return Plan(plan_id, rows)
+
+
+def _is_text_log(path: Path, name: str) -> bool:
+    try:
+        return detect(path, name) is log_parser
+    except ParseError:
+        return False  # parse_one reports it, as for a single worker
+
+
+def staged(part: ParsePart, store: ContentStore, tmp: Path) -> Path:
+    """The part's file under its own name (parsers and the nsys reader see the name), linked
+    to its stored bytes."""
+    path = tmp / part.spec["leaf"]
+    return store.stage_blob(part.artifact.sha256, path)  # a link, or (S3) a download into tmp
+
+
+def parts_dir(store: ContentStore, trace_id: int, plan_id: str) -> Path:
+    d = store.parquet_dir(trace_id) / "parts" / plan_id
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def last_part_done(part: ParsePart) -> bool:
+    """Called once a part is marked done: True for exactly one caller, the one that finds no
+    part of the plan left and takes the merge row (compare-and-set: queued -> sent)."""
+    rows = ParsePart.objects.filter(trace_id=part.trace_id, plan=part.plan)
+    if rows.exclude(kind=ParsePart.MERGE).exclude(state=ParsePart.DONE).exists():
+        return False
+    return bool(rows.filter(kind=ParsePart.MERGE, state=ParsePart.QUEUED).update(state=ParsePart.SENT))
+
+
+@dataclass(frozen=True)
+class Merged:
+    """One log's ranges merged: what its Artifact row gets, or `fallback` (why the whole
+    file must be parsed by one worker instead)."""
+    fallback: str = ""
+    parquet: Path | None = None
+    events: int = 0
+    warnings: tuple[str, ...] = ()
+    meta: dict | None = None
+
+
+def merge_ranges(artifact: Artifact, ranges: list[ParsePart], store: ContentStore) -> Merged:
+    """The ranges' Parquet files concatenated (in order) into the artifact's file, with the
+    whole-file rows last, as the single parse writes them."""
+    outcomes = [RangeOutcome.from_json(p.outcome) for p in ranges]
+    why = consistent(outcomes)
+    if why:
+        return Merged(fallback=why)
+    out = store.parquet_dir(artifact.trace_id) / parquet_name(artifact.name)
+    with event_file(out) as on_batch:
+        for p in ranges:
+            with store.parquet_file(p.parquet).open() as stored:  # local or S3 alike
+                for batch in pq.ParquetFile(stored).iter_batches(batch_size=ROW_GROUP_ROWS):
+                    on_batch(batch)
+        report = finish(outcomes, artifact.name, ranges[0].spec["year"], on_batch)
+    report.meta["parse_seconds"] = round(sum(o.seconds for o in outcomes), 3)
+    return Merged(parquet=out, events=report.events, warnings=tuple(report.summary_warnings()),
+                  meta=json.loads(json.dumps(report.meta, default=str)))
+
+
+def parquet_name(name: str) -> str:
+    stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", name)[-80:]
+    return f"{stem}.{hashlib.sha256(name.encode()).hexdigest()[:8]}.parquet"

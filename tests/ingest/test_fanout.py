@@ -1,0 +1,129 @@
+"""Fan-out through the real stack (gunicorn, two Celery workers, PostgreSQL, Redis): traces
+forced into many parts (one per file, text logs in byte ranges) give the report one parse
+in one process gives, and a pool child SIGKILLed mid-part leaves the trace to finish on the
+other worker with one report."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from diagnosis.pipeline import run
+from tests.acceptance.golden import normalized
+from tests.corpus import corpus
+from tests.support.stack import ROOT, Stack, add_workers, running_stack
+from tests.ingest.test_worker_killed import pool_children, wait_for
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(1200)]
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+PART_BYTES = 32 << 10
+WARMUP_BYTES = 256 << 10
+SCENARIOS = [("h200", "nccl_timeout"), ("h200", "oom_fragmentation"), ("h200", "cudagraph_abort"),
+             ("public", "logs", "nccl_watchdog_timeout_llamafactory_6269.log"),
+             ("public", "logs", "megatron_deepspeed_2node_16gpu_superbench.log")]
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory):
+    env = {"TRACEDOC_FANOUT_BYTES": "1", "TRACEDOC_FANOUT_PART_BYTES": str(PART_BYTES),
+           "TRACEDOC_FANOUT_WARMUP_BYTES": str(WARMUP_BYTES)}
+    with running_stack(tmp_path_factory.mktemp("fanout"), "prefork", **env) as s:
+        add_workers(s, 1)  # a second worker host, as far as the queue can tell
+        yield s
+
+
+def worker_logs(stack: Stack) -> bytes:
+    return b"".join(p.read_bytes() for p in sorted(stack.tmp.glob("worker*.log")))
+
+
+def files_of(path: Path) -> list[Path]:
+    return sorted(path.iterdir()) if path.is_dir() else [path]
+
+
+def stack_report(stack: Stack, files: list[tuple[str, bytes]]) -> tuple[int, dict]:
+    trace_id = stack.upload(files, wait=0)["id"]
+    trace = wait_for(stack, trace_id, lambda t: t["state"] in ("done", "failed"), timeout=480)
+    assert trace["state"] == "done", (trace["error"], stack.logs())
+    return trace_id, stack.api("get", f"/api/v1/traces/{trace_id}/report/").json()
+
+
+def single_report(paths: list[Path]) -> dict:
+    """The report of one parse in one process (the CLI's path)."""
+    return run([str(p) for p in paths]).to_dict()
+
+
+def comparable(report: dict) -> dict:
+    return normalized(report)
+
+
+def part_counts(stack: Stack, trace_id: int, field: str = "kind") -> dict:
+    """The trace's part rows counted by `field` (kind; attempts of its ranges)."""
+    rows = f"ParsePart.objects.filter(trace_id={trace_id})" + (".exclude(kind='merge')" if field != "kind" else "")
+    done = subprocess.run(
+        [sys.executable, "manage.py", "shell", "-c",
+         "import json; from collections import Counter; from ingest.parts import ParsePart; "
+         f"print(json.dumps(Counter(str(v) for v in {rows}.values_list('{field}', flat=True))))"],
+        cwd=ROOT, env=stack.env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids="/".join)
+def test_a_corpus_trace_fanned_out_gives_the_single_worker_report(stack, scenario):
+    paths = files_of(corpus(*scenario))
+    trace_id, report = stack_report(stack, [(p.name, p.read_bytes()) for p in paths])
+    assert comparable(report) == comparable(single_report(paths))
+    counts = part_counts(stack, trace_id)
+    assert counts["merge"] == 1 and counts.get("artifact", 0) + counts.get("range", 0) >= len(paths)
+    if any(p.suffix == ".log" and p.stat().st_size > PART_BYTES for p in paths):
+        assert counts["range"] >= 2  # a log split in byte ranges
+
+
+def test_a_tiled_log_split_in_ranges_with_a_bounded_warm_up(stack, tmp_path):
+    """~3 MiB: the corpus NCCL timeout log 150 times, ~90 ranges each warmed up on 256 KiB;
+    every range joins up (no whole-file fallback) and the report is the single parse's."""
+    tile = (FIXTURES / "h200_rerun" / "nccl_timeout" / "rank0.log").read_bytes()
+    big = tmp_path / "rank0.log"
+    big.write_bytes(tile * 150)
+    trace_id, report = stack_report(stack, [(big.name, big.read_bytes())])
+    assert comparable(report) == comparable(single_report([big]))
+    assert part_counts(stack, trace_id)["range"] >= 60
+    assert b"parsed whole by the merge" not in worker_logs(stack)
+
+
+def test_a_pool_child_killed_mid_part_leaves_the_trace_to_the_other_worker(stack, tmp_path):
+    # a 5.3 MB log: ~160 ranges of the stack's 32 KiB
+    line = "2024-11-29 08:19:30,038 INFO worker.py:120 request {i} finished in 35.2 ms tokens=128\n"
+    log = tmp_path / "serving.log"
+    log.write_text("".join(line.format(i=i) for i in range(60_000)))
+    planned = re.compile(rb"ingest\.parse_trace\[[^\]]+\] succeeded")
+    plans_before = len(planned.findall(worker_logs(stack)))
+    trace_id = stack.upload([(log.name, log.read_bytes())], wait=0)["id"]
+    # mid-parts: the planner is done (every part queued), some parts are done, not all
+    wait_for(stack, trace_id, lambda t: t["state"] == "parsing"
+             and len(planned.findall(worker_logs(stack))) > plans_before
+             and 0 < t["progress"]["bytes_done"] < t["progress"]["bytes_total"] // 2, timeout=120)
+    first = next(p for p in stack.procs if p.args[-1] == "--without-heartbeat")  # a worker, not the web server
+    [child] = pool_children(first.pid)
+    os.kill(child, signal.SIGKILL)
+    trace = wait_for(stack, trace_id, lambda t: t["state"] in ("done", "failed"), timeout=480)
+    assert trace["state"] == "done", (trace["error"], stack.logs())
+    assert [h["state"] for h in trace["state_history"]] == ["received", "parsing", "parsed", "diagnosing", "done"]
+    report = stack.api("get", f"/api/v1/traces/{trace_id}/report/").json()
+    assert comparable(report) == comparable(single_report([log]))
+    counts = part_counts(stack, trace_id)
+    findings = stack.api("get", f"/api/v1/traces/{trace_id}/findings/").json()
+    listed = findings["results"] if isinstance(findings, dict) else findings
+    assert len(listed) == len(report["findings"])  # recorded once
+    # the killed child was running a part: its message went back to the queue and the part was
+    # started a second time (its row counts the starts)
+    assert b"WorkerLostError" in worker_logs(stack)
+    assert part_counts(stack, trace_id, "attempts") == {"1": counts["range"] - 1, "2": 1}
+    assert first.poll() is None

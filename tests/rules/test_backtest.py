@@ -1,0 +1,75 @@
+"""Backtest a rule version (`POST /api/v1/rules/{id}/backtest/` and the editor's button): the
+team's newest finished traces diagnosed with the current rules and with the candidate text;
+the findings and clusters it would add or remove, nothing saved."""
+import pytest
+
+from rules.models import TeamRule
+from tests.diagnosis.test_rediagnose import RULE, decode_trace, rule_ids  # noqa: F401  (decode_trace: a fixture)
+
+pytestmark = pytest.mark.timeout(300)
+
+QUIET = RULE.replace("name: cudaMalloc", "name: cudaNoSuchCall")  # v1: fires on nothing
+FIRING = RULE.replace("version: 1", "version: 2")  # v2: cudaMalloc, which the trace has
+
+
+@pytest.fixture
+def quiet_rule(infra, alice):
+    return TeamRule.objects.create(team=infra, yaml=QUIET, created_by=alice, updated_by=alice)
+
+
+def test_a_version_that_fires_is_listed_as_added(alice_api, decode_trace, quiet_rule):  # noqa: F811
+    response = alice_api.post(f"/api/v1/rules/{quiet_rule.pk}/backtest/", {"yaml": FIRING}, format="json")
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert (body["rule_id"], body["version"], body["not_run"]) == ("team.malloc-in-decode", 2, [])
+    [outcome] = body["traces"]
+    assert outcome["trace"] == decode_trace.pk
+    assert [f["rule_id"] for f in outcome["added_findings"]] == ["team.malloc-in-decode"]
+    assert outcome["added_findings"][0]["rule_version"] == 2
+    assert [c["root_cause"] for c in outcome["added_clusters"]] == ["team.malloc_in_decode"]
+    assert outcome["removed_findings"] == [] and outcome["removed_clusters"] == []
+    assert body["changed"] == 1
+    quiet_rule.refresh_from_db()
+    assert (quiet_rule.version, quiet_rule.yaml) == (1, QUIET)  # nothing saved
+    decode_trace.refresh_from_db()
+    assert "team.malloc-in-decode" not in rule_ids(decode_trace)
+
+
+def test_a_version_that_changes_nothing_lists_nothing(alice_api, decode_trace, quiet_rule):  # noqa: F811
+    unchanged = QUIET.replace("version: 1", "version: 2")
+    response = alice_api.post(f"/api/v1/rules/{quiet_rule.pk}/backtest/", {"yaml": unchanged}, format="json")
+    assert response.status_code == 200, response.content
+    [outcome] = response.json()["traces"]
+    assert [outcome[k] for k in ("added_findings", "removed_findings", "added_clusters", "removed_clusters")] \
+        == [[], [], [], []]
+    assert response.json()["changed"] == 0
+
+
+def test_removing_a_firing_rule_lists_it_as_removed(alice_api, alice, infra, decode_trace):  # noqa: F811
+    firing = TeamRule.objects.create(team=infra, yaml=RULE, created_by=alice, updated_by=alice)
+    quiet_v2 = QUIET.replace("version: 1", "version: 2")
+    response = alice_api.post(f"/api/v1/rules/{firing.pk}/backtest/", {"yaml": quiet_v2}, format="json")
+    [outcome] = response.json()["traces"]
+    assert [f["rule_id"] for f in outcome["removed_findings"]] == ["team.malloc-in-decode"]
+    assert outcome["added_findings"] == []
+
+
+def test_team_scoped_and_checked(alice_api, charlie_api, quiet_rule):
+    assert charlie_api.post(f"/api/v1/rules/{quiet_rule.pk}/backtest/", {"yaml": FIRING},
+                            format="json").status_code == 404
+    other_id = FIRING.replace("id: team.malloc-in-decode", "id: team.other")
+    assert alice_api.post(f"/api/v1/rules/{quiet_rule.pk}/backtest/", {"yaml": other_id},
+                          format="json").status_code == 400
+    assert alice_api.post(f"/api/v1/rules/{quiet_rule.pk}/backtest/", {"yaml": FIRING, "traces": 51},
+                          format="json").status_code == 400
+    assert alice_api.post(f"/api/v1/rules/{quiet_rule.pk}/backtest/", {"yaml": "id: ["},
+                          format="json").status_code == 400
+
+
+def test_the_editor_button_shows_the_table(client, alice, decode_trace, quiet_rule):  # noqa: F811
+    client.force_login(alice)
+    page = client.get(f"/rules/{quiet_rule.pk}/edit/").content.decode()
+    assert f'hx-post="/rules/{quiet_rule.pk}/backtest/"' in page and "Backtest on recent traces" in page
+    partial = client.post(f"/rules/{quiet_rule.pk}/backtest/", {"yaml": FIRING}).content.decode()
+    assert 'data-change="added"' in partial and "team.malloc-in-decode" in partial
+    assert 'data-change="removed"' not in partial

@@ -1,0 +1,49 @@
+"""In a real browser: the rule editor's backtest button, with a new version of a quiet team
+rule typed in the editor, lists the finding and the cluster it would add on the team's
+diagnosed trace -- and, typed back to a version that fires on nothing, no change; nothing is
+saved. Screenshots land in test-artifacts/browser/."""
+import pytest
+
+from rules.models import TeamRule
+from tests.support.fixtures import SHOTS
+from tests.support.rule_editor_page import log_in, type_rule
+from tests.rules.test_backtest import FIRING, QUIET
+from tests.diagnosis.test_rediagnose import decode_trace  # noqa: F401  (a fixture)
+
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
+
+
+@pytest.fixture
+def quiet_rule(infra, alice):
+    return TeamRule.objects.create(team=infra, yaml=QUIET, created_by=alice, updated_by=alice)
+
+
+def test_the_backtest_button_shows_the_difference(quiet_rule, decode_trace, live_server, browser):  # noqa: F811
+    # the database first: it is not usable once Playwright runs its event loop
+    rule_pk, trace_pk = quiet_rule.pk, decode_trace.pk
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    log_in(page, f"{live_server.url}/rules/{rule_pk}/edit/")
+    page.wait_for_selector(".rule-code .cm-editor")
+
+    type_rule(page, FIRING)
+    page.wait_for_selector("#validation .ok")
+    page.click("#backtest-form button[type=submit]")
+    page.wait_for_selector("#backtest-result .backtest-table", timeout=120_000)
+    added = page.locator("#backtest-result tr[data-change=added]")
+    rows = [added.nth(i).inner_text() for i in range(added.count())]
+    assert any("finding" in r and "team.malloc-in-decode" in r and "v2" in r for r in rows), rows
+    assert any("cluster" in r and "team.malloc_in_decode" in r for r in rows), rows
+    assert page.locator("#backtest-result tr[data-change=removed]").count() == 0
+    assert page.locator(f"#backtest-result a[href='/traces/{trace_pk}/']").count() >= 2
+    assert "v2 against the current rules on 1 trace" in page.locator("#backtest-result .meta").inner_text()
+    page.screenshot(path=str(SHOTS / "rule_backtest_added.png"), full_page=True)
+
+    type_rule(page, QUIET.replace("version: 1", "version: 2"))
+    page.wait_for_selector("#validation .ok")
+    with page.expect_response(lambda r: "/backtest/" in r.url):
+        page.click("#backtest-form button[type=submit]")
+    page.wait_for_selector("#backtest-result tr.unchanged")
+    assert page.locator("#backtest-result tr[data-change]").count() == 0
+    page.goto(f"{live_server.url}/rules/{rule_pk}/edit/")  # nothing was saved: still v1
+    assert "v1" in page.locator("h1 .tag").first.inner_text()

@@ -1,0 +1,101 @@
+"""Every error answer of the API is an RFC 9457 problem document (`application/problem+json`
+with `type`, `title`, `status`, `detail`): a bad request (400), no token (401), a trace or a URL
+that is not there (404), an upload too large or past the team's quota (413), too many uploads
+(429). The upload's answers match the OpenAPI schema the server publishes."""
+from __future__ import annotations
+
+import io
+
+import pytest
+from django.core.cache import cache
+from rest_framework.test import APIClient
+
+from ingest.api.problems import PROBLEM_CONTENT_TYPE, PROBLEM_TYPE_BASE
+from ingest.models import Trace
+from tests.support.openapi_check import assert_matches_schema
+
+
+@pytest.fixture(autouse=True)
+def fresh_throttle_counts():
+    cache.clear()  # the upload throttle counts in the default cache
+    yield
+    cache.clear()
+
+
+def upload(client, data: bytes = b"line\n", query: str = ""):
+    f = io.BytesIO(data)
+    f.name = "rank0.log"
+    return client.post(f"/api/v1/traces/{query}", {"files": [f]}, format="multipart")
+
+
+def problem(response, status: int, kind: str) -> dict:
+    """The answer's problem document, checked for the members RFC 9457 names."""
+    assert response.status_code == status, response.content[:300]
+    assert response["Content-Type"] == PROBLEM_CONTENT_TYPE
+    body = response.json()
+    assert body["type"] == PROBLEM_TYPE_BASE + kind and body["status"] == status
+    assert body["title"] and body["detail"], body
+    return body
+
+
+def test_a_bad_query_parameter_is_a_400_naming_it(alice_api, no_worker):
+    response = upload(alice_api, query="?wait=soon")
+    body = problem(response, 400, "invalid")
+    assert body["invalid_params"] == [{"name": "wait", "reason": "seconds, a number"}]
+    assert body["detail"] == "wait: seconds, a number"
+    assert_matches_schema(alice_api, "post", "/api/v1/traces/", 400, body, PROBLEM_CONTENT_TYPE)
+
+
+def test_an_invalid_body_is_a_400_with_each_field(alice_api, infra):
+    body = problem(alice_api.post("/api/v1/slos/", {}, format="json"), 400, "invalid")
+    assert {p["name"] for p in body["invalid_params"]} >= {"slo_id", "sli", "objective"}
+    assert body["detail"].startswith("slo_id: This field is required.; ")
+    body = problem(alice_api.post("/api/v1/slos/", {"slo_id": "x", "sli": "vibes", "objective": "max <= 1"},
+                                  format="json"), 400, "invalid")
+    [(name, reason)] = [(p["name"], p["reason"]) for p in body["invalid_params"]]
+    assert name == "sli" and "unknown SLI" in reason
+
+
+def test_no_token_is_a_401_with_its_challenge(db):
+    response = APIClient().get("/api/v1/traces/")
+    body = problem(response, 401, "not-authenticated")
+    assert "credentials" in body["detail"] and response["WWW-Authenticate"].startswith("Token")
+
+
+def test_a_trace_not_there_is_a_404(alice_api, charlie_api, no_worker):
+    theirs = upload(charlie_api).json()["id"]
+    body = problem(alice_api.get(f"/api/v1/traces/{theirs}/"), 404, "not-found")
+    assert "No Trace matches" in body["detail"]  # another team's trace is not there for alice
+    assert problem(alice_api.get(f"/api/v1/traces/{theirs}/report/"), 404, "not-found")
+
+
+def test_an_api_url_that_names_nothing_is_a_404_and_pages_keep_theirs(alice_api, client):
+    body = problem(alice_api.get("/api/v1/no-such-thing/"), 404, "not-found")
+    assert body["detail"] == "no API resource at /api/v1/no-such-thing/"
+    page = client.get("/no-such-page/")
+    assert page.status_code == 404 and page["Content-Type"].startswith("text/html")
+
+
+def test_an_upload_too_large_is_a_413(settings, alice_api, no_worker):
+    settings.TRACEDOC_MAX_UPLOAD_BYTES = 100
+    body = problem(upload(alice_api, b"x" * 1000), 413, "upload-too-large")
+    assert body["detail"] == "upload larger than 100 bytes"
+    assert_matches_schema(alice_api, "post", "/api/v1/traces/", 413, body, PROBLEM_CONTENT_TYPE)
+    assert Trace.objects.count() == 0
+
+
+def test_an_upload_past_the_quota_is_a_413_with_the_figures(settings, alice_api, no_worker):
+    settings.TRACEDOC_TEAM_STORAGE_QUOTA_BYTES = 1000
+    assert upload(alice_api, b"x" * 600).status_code == 201
+    body = problem(upload(alice_api, b"y" * 600), 413, "quota-exceeded")
+    assert (body["quota_bytes"], body["used_bytes"], body["upload_bytes"]) == (1000, 600, 600)
+    assert_matches_schema(alice_api, "post", "/api/v1/traces/", 413, body, PROBLEM_CONTENT_TYPE)
+
+
+def test_too_many_uploads_is_a_429_with_retry_after(settings, alice_api, no_worker):
+    settings.TRACEDOC_UPLOAD_THROTTLE_RATE = "1/minute"
+    assert upload(alice_api).status_code == 201
+    response = upload(alice_api)
+    body = problem(response, 429, "throttled")
+    assert body["retry_after_s"] == int(response["Retry-After"]) > 0
+    assert_matches_schema(alice_api, "post", "/api/v1/traces/", 429, body, PROBLEM_CONTENT_TYPE)
