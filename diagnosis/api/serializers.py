@@ -1,7 +1,7 @@
 from django.contrib.auth import get_user_model
 from rest_framework import serializers
 
-from diagnosis.models import ClusterActivity, ClusterRecord, FindingRecord
+from diagnosis.models import ClusterRecord, FindingRecord
 
 
 class FindingSerializer(serializers.ModelSerializer):
@@ -63,12 +63,20 @@ class StreamClusterSerializer(serializers.Serializer):
         return {**data.pop("cluster"), **data}
 
 
-class ActivitySerializer(serializers.ModelSerializer):
-    actor = serializers.SlugRelatedField(slug_field="username", read_only=True)
-
-    class Meta:
-        model = ClusterActivity
-        fields = ["id", "at", "actor", "kind", "old", "new", "text", "trace"]
+class ActivitySerializer(serializers.Serializer):
+    """A line of a cluster's activity log (diagnosis/cluster_activity.py): a change with who and
+    when (status, assignee, snooze, comment), or, `kind` "rule", a rule version that matched the
+    cluster, at the first trace it matched in (no `id`: read from the findings, not stored)."""
+    id = serializers.IntegerField(read_only=True, allow_null=True, default=None)
+    at = serializers.DateTimeField(read_only=True)
+    actor = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
+    kind = serializers.CharField(read_only=True)
+    old = serializers.CharField(read_only=True, default="")
+    new = serializers.CharField(read_only=True, default="")
+    text = serializers.CharField(read_only=True, default="")
+    trace = serializers.IntegerField(source="trace_id", read_only=True, allow_null=True)
+    rule_id = serializers.CharField(read_only=True, default="")
+    rule_version = serializers.IntegerField(read_only=True, allow_null=True, default=None)
 
 
 class CommentSerializer(serializers.Serializer):

@@ -12,6 +12,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from diagnosis import stream
+from diagnosis.cluster_activity import activity_log
 from diagnosis.api.serializers import (ActivitySerializer, BulkStatusSerializer, ClusterSerializer,
                                        CommentSerializer, StreamClusterSerializer)
 from diagnosis.forms import StreamFilterForm
@@ -59,9 +60,7 @@ class ClusterViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Up
     @extend_schema(responses=ActivitySerializer(many=True))
     @action(detail=True, methods=["get"])
     def activity(self, request, pk=None):
-        cluster = self.get_object()
-        entries = cluster.activity.select_related("actor")[:500]
-        return Response(ActivitySerializer(entries, many=True).data)
+        return Response(ActivitySerializer(activity_log(self.get_object()), many=True).data)
 
     @extend_schema(request=CommentSerializer, responses={201: ActivitySerializer})
     @action(detail=True, methods=["post"])

@@ -5,7 +5,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from diagnosis.models import ClusterRecord, ClusterTransition
+from diagnosis.models import ClusterRecord, ClusterTransition, FindingRecord
 from tests.support.cluster_world import GRAPH, NCCL, OOM, days_ago, seen
 
 
@@ -107,3 +107,14 @@ def test_cluster_page_shows_where_and_when_it_recurred(client, alice, infra, ncc
     assert response.status_code == 302
     nccl.refresh_from_db()
     assert (nccl.status, nccl.snooze_count) == ("ignored", 5)
+
+
+def test_the_activity_api_lists_the_rule_versions_that_matched(alice_api, nccl):
+    """As the cluster page shows it: the stored changes plus one line per rule version, at the
+    first trace it matched in."""
+    log = alice_api.get(f"/api/v1/clusters/{nccl.pk}/activity/").json()
+    rules = [e for e in log if e["kind"] == "rule"]
+    found = set(FindingRecord.objects.filter(cluster=nccl).values_list("rule_id", "rule_version"))
+    assert found and {(e["rule_id"], e["rule_version"]) for e in rules} == found
+    assert all(e["id"] is None and e["trace"] for e in rules)
+    assert any(e["kind"] == "created" for e in log)
