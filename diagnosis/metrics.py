@@ -26,7 +26,7 @@ from prometheus_client.utils import floatToGoString
 from accounts.models import Team
 from diagnosis.models import ClusterRecord
 from ingest.models import Trace
-from tracedoc.celery import app
+from tracedoc.celery import app, role_queues
 
 MAX_TEAMS = 50
 MAX_HOSTS_PER_TEAM = 50
@@ -257,9 +257,4 @@ def collector_for(teams: Iterable[Team]) -> TracedocCollector:
     days = getattr(settings, "TRACEDOC_METRICS_WINDOW_DAYS", DEFAULT_WINDOW.days)
     return TracedocCollector(teams, window=timedelta(days=days), broker_url=str(app.conf.broker_url or ""),
                              queue=str(app.conf.task_default_queue or ""),
-                             queues=_routed_queues(app.conf.task_routes))
-
-
-def _routed_queues(routes) -> list[str]:
-    """The queues the app's routes send tasks to (parse, diagnose, notify: tracedoc/settings.py)."""
-    return [r["queue"] for r in (routes or {}).values() if isinstance(r, dict) and r.get("queue")]
+                             queues=role_queues())

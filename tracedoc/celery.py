@@ -18,7 +18,16 @@ def route_by_role(name: str, args, kwargs, options, task=None, **kw) -> dict | N
     on the default queue. Read when the task is sent, so a process that switches its default
     queue (a test's own stack) routes with it."""
     role = ROLE_OF_APP.get(name.partition(".")[0])
-    return {"queue": f"{app.conf.task_default_queue}.{role}"} if role else None
+    return {"queue": _role_queue(role)} if role else None
+
+
+def role_queues() -> list[str]:
+    """The queues `route_by_role` sends to now (parse, diagnose, notify)."""
+    return [_role_queue(role) for role in ROLE_OF_APP.values()]
+
+
+def _role_queue(role: str) -> str:
+    return f"{app.conf.task_default_queue}.{role}"
 
 
 app = Celery("tracedoc")
