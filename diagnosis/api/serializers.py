@@ -69,7 +69,7 @@ class ActivitySerializer(serializers.Serializer):
     cluster, at the first trace it matched in (no `id`: read from the findings, not stored)."""
     id = serializers.IntegerField(read_only=True, allow_null=True, default=None)
     at = serializers.DateTimeField(read_only=True)
-    actor = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
+    actor = serializers.CharField(source="actor.username", read_only=True, allow_null=True, default=None)
     kind = serializers.CharField(read_only=True)
     old = serializers.CharField(read_only=True, default="")
     new = serializers.CharField(read_only=True, default="")
