@@ -59,7 +59,7 @@ import psycopg
 import redis
 import requests
 
-from tests.support.stack import free_port, reachable  # the test stacks' port helpers
+from tests.support.stack import free_port, reachable, stop  # the test stacks' process helpers
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -140,17 +140,6 @@ def redis_database(token: str, queue: str) -> Iterator[str]:
         client.close()
 
 
-def stop_process(proc: subprocess.Popen) -> None:
-    """Stop one process this bench started, with its process group (its own session)."""
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-
-
 @dataclass
 class Stack:
     tmp: Path
@@ -174,7 +163,7 @@ class Stack:
     def spawn(self, exits: ExitStack, log: str, *argv: str) -> subprocess.Popen:
         proc = subprocess.Popen(argv, cwd=ROOT, env=self.env, stdout=(self.tmp / log).open("wb"),
                                 stderr=subprocess.STDOUT, start_new_session=True)
-        exits.callback(stop_process, proc)
+        exits.callback(stop, proc, 30)
         return proc
 
     def start(self, exits: ExitStack) -> None:

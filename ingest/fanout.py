@@ -27,9 +27,9 @@ import pyarrow.parquet as pq
 from django.conf import settings
 
 from ingest.events import ParseError
-from ingest.log_ranges import RangeOutcome, consistent, event_file, finish, log_year, plan_ranges, splittable
+from ingest.log_ranges import RangeOutcome, consistent, finish, log_year, plan_ranges, splittable
 from ingest.models import Artifact, Trace
-from ingest.parse import ROW_GROUP_ROWS
+from ingest.parse import ROW_GROUP_ROWS, event_file
 from ingest.parsers import detect
 from ingest.parsers.logs import parser as log_parser
 from ingest.parts import ParsePart

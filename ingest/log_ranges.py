@@ -26,16 +26,13 @@ import hashlib
 import json
 import mmap
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable
 
-import pyarrow.parquet as pq
-
-from ingest.events import SCHEMA, EventSink, ParseReport
+from ingest.events import EventSink, ParseReport
 from ingest.io import is_gzip
-from ingest.parse import ROW_GROUP_ROWS
+from ingest.parse import event_file
 from ingest.parsers.logs.blocks import Line
 from ingest.parsers.logs.parser import FORMAT, REPEAT_WINDOW, SOURCE, LogParser
 
@@ -241,24 +238,6 @@ def parse_range(path: Path, rng: LineRange, name: str, year: int, on_batch: Call
     out.timeouts = json.loads(json.dumps(out.timeouts, default=str))
     out.seconds = round(time.perf_counter() - started, 3)
     return out
-
-
-@contextmanager
-def event_file(out: Path) -> Iterator[Callable]:
-    """A Parquet event file written batch by batch (the `with` block gets the batch callback)
-    under a temporary name, moved to `out` when the block ends well and removed when it does
-    not: a part run again after its worker was killed replaces it whole."""
-    out = Path(out)
-    tmp = out.with_suffix(".parquet.part")
-    writer = pq.ParquetWriter(tmp, SCHEMA, compression="zstd")
-    try:
-        yield lambda batch: writer.write_batch(batch, row_group_size=ROW_GROUP_ROWS)
-    except BaseException:
-        writer.close()
-        tmp.unlink(missing_ok=True)
-        raise
-    writer.close()
-    tmp.replace(out)
 
 
 def parse_range_to_parquet(path: Path, rng: LineRange, out: Path, name: str, year: int,

@@ -6,9 +6,10 @@ import gzip
 import sys
 import time
 import zlib
+from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
-from typing import Callable
+from typing import Callable, Iterator
 
 import pyarrow as pa
 
@@ -48,20 +49,27 @@ def parse_artifact(path: Path, out: Path, artifact_id: str, name: str | None = N
     Raises ParseError (naming `name`) when the file is unusable; the Parquet file is
     then not left behind half-written.
     """
+    with event_file(out) as on_batch:
+        return parse_events(Path(path), artifact_id, name, on_batch, progress)
+
+
+@contextmanager
+def event_file(out: Path) -> Iterator[Callable[[pa.RecordBatch], None]]:
+    """A Parquet event file written batch by batch (the `with` block gets the batch callback)
+    under a temporary name, moved to `out` when the block ends well and removed when it does
+    not: a file parsed again (a part re-run after its worker was killed) replaces it whole."""
     import pyarrow.parquet as pq  # the service's path only: the CLI keeps its events in memory
-    path, out = Path(path), Path(out)
+    out = Path(out)
     tmp = out.with_suffix(".parquet.part")
     writer = pq.ParquetWriter(tmp, SCHEMA, compression="zstd")
     try:
-        report = parse_events(path, artifact_id, name,
-                              lambda batch: writer.write_batch(batch, row_group_size=ROW_GROUP_ROWS), progress)
+        yield lambda batch: writer.write_batch(batch, row_group_size=ROW_GROUP_ROWS)
     except BaseException:
         writer.close()
         tmp.unlink(missing_ok=True)
         raise
     writer.close()
     tmp.replace(out)
-    return report
 
 
 def parse_to_table(path: Path, artifact_id: str, name: str | None = None,

@@ -3,7 +3,7 @@ revoke it through htmx and see it refused. Screenshot in test-artifacts/browser/
 import pytest
 import requests
 
-from tests.support.fixtures import SHOTS
+from tests.support.fixtures import SHOTS, log_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(120)]
 
@@ -11,10 +11,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.timeout(120)]
 def test_issue_use_and_revoke_a_token_on_the_settings_page(alice, live_server, browser):
     SHOTS.mkdir(parents=True, exist_ok=True)
     page = browser.new_page(viewport={"width": 1280, "height": 900})
-    page.goto(live_server.url + "/settings/tokens/")
-    page.fill("#id_username", "alice")
-    page.fill("#id_password", "alice-pw-123")
-    page.click("button[type=submit]")
+    log_in(page, live_server.url + "/settings/tokens/")
     page.wait_for_url("**/settings/tokens/")
     page.fill("#id_name", "nightly CI")
     page.select_option("#id_scope", "upload")

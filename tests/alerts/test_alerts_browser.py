@@ -11,7 +11,7 @@ from tests.alerts.conftest import SECRET
 from tests.alerts.receiver import Receiver
 from tests.corpus import corpus
 from tests.support.fixtures import SHOTS
-from tests.support.rule_editor_page import log_in
+from tests.support.fixtures import log_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 

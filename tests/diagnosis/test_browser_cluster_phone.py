@@ -7,7 +7,7 @@ import pytest
 
 from diagnosis.models import ClusterRecord
 from tests.support.cluster_world import COLD, GRAPH, NCCL, OOM, days_ago, seen
-from tests.support.fixtures import SHOTS
+from tests.support.fixtures import SHOTS, log_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 
@@ -74,10 +74,7 @@ def assert_fits(page, name: str, width: int = 390) -> None:
 def test_stream_and_cluster_page_on_a_phone(incidents, live_server, browser, scheme):
     SHOTS.mkdir(parents=True, exist_ok=True)
     page = browser.new_context(color_scheme=scheme, **PHONE).new_page()
-    page.goto(live_server.url + "/clusters/")
-    page.fill("#id_username", "alice")
-    page.fill("#id_password", "alice-pw-123")
-    page.click("button[type=submit]")
+    log_in(page, live_server.url + "/clusters/")
     page.wait_for_url("**/clusters/")
     assert page.locator("tr.cluster-row").count() == 3
     graph = page.locator(f"#cluster-row-{incidents['fp-graph']}")

@@ -5,7 +5,7 @@ import pytest
 
 from diagnosis.models import ClusterRecord
 from tests.support.cluster_world import COLD, GRAPH, NCCL, OOM, days_ago, seen
-from tests.support.fixtures import SHOTS
+from tests.support.fixtures import SHOTS, log_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 
@@ -23,10 +23,7 @@ def test_filter_the_stream_act_in_bulk_and_read_a_cluster(incidents, live_server
     # incidents first: the database is not usable once Playwright runs its event loop
     SHOTS.mkdir(parents=True, exist_ok=True)
     page = browser.new_page(viewport={"width": 1400, "height": 900})
-    page.goto(live_server.url + "/clusters/")
-    page.fill("#id_username", "alice")
-    page.fill("#id_password", "alice-pw-123")
-    page.click("button[type=submit]")
+    log_in(page, live_server.url + "/clusters/")
     page.wait_for_url("**/clusters/")
     assert page.locator("tr.cluster-row").count() == 3  # the info cold start opened none
 

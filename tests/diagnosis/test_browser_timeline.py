@@ -4,7 +4,7 @@ page scroll, the dark theme. Screenshots land in test-artifacts/browser/."""
 import pytest
 
 from tests.support.browser_wait import wait_for_js
-from tests.support.fixtures import SHOTS
+from tests.support.fixtures import SHOTS, log_in
 from tests.diagnosis.test_timeline_api import diagnosed
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
@@ -17,10 +17,7 @@ def graph_trace(infra, alice, no_worker, corpus_dir):
 
 def logged_in_page(browser, live_server, trace, **context):
     page = browser.new_context(**context).new_page()
-    page.goto(f"{live_server.url}/traces/{trace.pk}/")
-    page.fill("#id_username", "alice")
-    page.fill("#id_password", "alice-pw-123")
-    page.click("button[type=submit]")
+    log_in(page, f"{live_server.url}/traces/{trace.pk}/")
     page.wait_for_url(f"**/traces/{trace.pk}/")
     wait_for_js(page, "window.tracedocTimeline && window.tracedocTimeline.items().length > 0")
     return page

@@ -11,7 +11,7 @@ from diagnosis.telemetry_chart import GAP, PAD_B, PAD_L, PAD_R, PAD_T, PANEL_H, 
 from ingest.models import Trace
 from rules.results import Finding
 from tests.corpus import corpus
-from tests.support.fixtures import SHOTS
+from tests.support.fixtures import SHOTS, log_in
 
 W = 1000
 LEFT, RIGHT = PAD_L, W - PAD_R
@@ -157,10 +157,7 @@ def test_a_report_without_telemetry_has_no_chart(client, alice, infra):
 def test_screenshot_of_the_telemetry_chart(alice, nvml_trace, live_server, browser):  # noqa: F811
     # nvml_trace first: the database is not usable once Playwright runs its event loop
     page = browser.new_page(viewport={"width": 1280, "height": 900})
-    page.goto(live_server.url + f"/traces/{nvml_trace.pk}/")
-    page.fill("#id_username", "alice")
-    page.fill("#id_password", "alice-pw-123")
-    page.click("button[type=submit]")
+    log_in(page, live_server.url + f"/traces/{nvml_trace.pk}/")
     page.wait_for_selector("#telemetry-chart")
     SHOTS.mkdir(parents=True, exist_ok=True)
     chart_el = page.locator("#telemetry-chart")

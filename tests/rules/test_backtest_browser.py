@@ -6,7 +6,8 @@ import pytest
 
 from rules.models import TeamRule
 from tests.support.fixtures import SHOTS
-from tests.support.rule_editor_page import log_in, type_rule
+from tests.support.fixtures import log_in
+from tests.support.rule_editor_page import type_rule
 from tests.rules.test_backtest import FIRING, QUIET
 from tests.diagnosis.test_rediagnose import decode_trace  # noqa: F401  (a fixture)
 

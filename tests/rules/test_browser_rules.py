@@ -8,7 +8,7 @@ import json
 import pytest
 
 from tests.corpus import corpus
-from tests.support.fixtures import SHOTS
+from tests.support.fixtures import SHOTS, log_in
 from tests.support.rule_editor_page import type_rule
 from tests.diagnosis.test_rediagnose import RULE, decode_trace  # noqa: F401  (decode_trace: a fixture)
 from tests.rules.test_rule_pages import where
@@ -25,10 +25,7 @@ def test_write_test_and_save_a_rule_then_read_the_latency_chart(decode_trace, li
     assert mallocs == 289  # the corpus README: about 289 cudaMalloc calls
     SHOTS.mkdir(parents=True, exist_ok=True)
     page = browser.new_page(viewport={"width": 1280, "height": 900})
-    page.goto(live_server.url + "/rules/new/")
-    page.fill("#id_username", "alice")
-    page.fill("#id_password", "alice-pw-123")
-    page.click("button[type=submit]")
+    log_in(page, live_server.url + "/rules/new/")
     page.wait_for_url("**/rules/new/")
 
     type_rule(page, TYPO)  # htmx validates 400 ms after the editor's text stops changing

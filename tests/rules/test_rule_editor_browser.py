@@ -8,7 +8,8 @@ import pytest
 
 from tests.corpus import corpus
 from tests.support.fixtures import SHOTS
-from tests.support.rule_editor_page import log_in, type_rule
+from tests.support.fixtures import log_in
+from tests.support.rule_editor_page import type_rule
 from tests.rules.test_browser_rules import RULE, decode_trace  # noqa: F401 (fixture)
 from tests.rules.test_rule_pages import where
 

@@ -137,6 +137,14 @@ def no_worker():
     fresh_connections()
 
 
+def log_in(page, url: str) -> None:
+    """Open `url` in the browser and log in as alice on the login page it redirects to."""
+    page.goto(url)
+    page.fill("#id_username", "alice")
+    page.fill("#id_password", "alice-pw-123")
+    page.click("button[type=submit]")
+
+
 @pytest.fixture
 def browser():
     """Headless Chromium driven by Playwright (browser tests skip without it)."""

@@ -7,9 +7,3 @@ def type_rule(page, text: str) -> None:
     page.keyboard.press("Control+a")
     page.keyboard.insert_text(text)
 
-
-def log_in(page, url: str) -> None:
-    page.goto(url)
-    page.fill("#id_username", "alice")
-    page.fill("#id_password", "alice-pw-123")
-    page.click("button[type=submit]")

@@ -73,12 +73,12 @@ def wait_until_ready(worker: subprocess.Popen, log: Path, timeout: float = 60) -
         time.sleep(0.2)
 
 
-def stop(proc: subprocess.Popen) -> None:
+def stop(proc: subprocess.Popen, grace_s: float = 20) -> None:
     """Stop one process we started (its own session: the worker's children go too)."""
     if proc.poll() is None:
         os.killpg(proc.pid, signal.SIGTERM)
         try:
-            proc.wait(timeout=20)
+            proc.wait(timeout=grace_s)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()

@@ -9,7 +9,7 @@ import pytest
 
 from diagnosis.models import ClusterRecord
 from hosts.models import Host
-from tests.support.fixtures import SHOTS
+from tests.support.fixtures import SHOTS, log_in
 from tests.diagnosis.test_timeline_api import diagnosed
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
@@ -54,10 +54,7 @@ def test_main_pages_have_no_serious_violations(world, live_server, browser, sche
     SHOTS.mkdir(parents=True, exist_ok=True)
     context = browser.new_context(viewport={"width": 1400, "height": 1000}, bypass_csp=True, color_scheme=scheme)
     page = context.new_page()
-    page.goto(live_server.url + "/accounts/login/")
-    page.fill("#id_username", "alice")
-    page.fill("#id_password", "alice-pw-123")
-    page.click("button[type=submit]")
+    log_in(page, live_server.url + "/accounts/login/")
     page.wait_for_url(live_server.url + "/")
     blocking = {}
     for name, path in world.items():

@@ -3,6 +3,7 @@ only, and the pages still work under it in a real browser (no violation reported
 import pytest
 
 from tests.support.fixtures import CHROMIUM  # noqa: F401  (the browser fixture skips without it)
+from tests.support.fixtures import log_in
 
 
 def policy(answer) -> dict[str, list[str]]:
@@ -34,10 +35,7 @@ def test_pages_run_under_the_policy_in_chromium(alice, live_server, browser):
     page = browser.new_page(viewport={"width": 600, "height": 900})  # narrow: the menu button shows
     violations = []
     page.on("console", lambda m: violations.append(m.text) if "Content Security Policy" in m.text else None)
-    page.goto(live_server.url + "/accounts/login/")
-    page.fill("#id_username", "alice")
-    page.fill("#id_password", "alice-pw-123")
-    page.click("button[type=submit]")
+    log_in(page, live_server.url + "/accounts/login/")
     page.wait_for_url(live_server.url + "/")
     page.click(".nav-toggle")  # its handler is a static file now
     assert page.locator(".nav-toggle").get_attribute("aria-expanded") == "true"
