@@ -165,6 +165,7 @@ def worker(live_server, tmp_path, storage):
     queue = f"browser-{uuid.uuid4().hex[:8]}"
     saved = {"CELERY_BROKER_URL": app.conf.broker_url, "CELERY_TASK_DEFAULT_QUEUE": app.conf.task_default_queue}
     app.conf.update(CELERY_BROKER_URL=broker, CELERY_TASK_DEFAULT_QUEUE=queue)  # the names Django settings use
+    fresh_connections()  # a pool of an earlier test's broker would publish there
     env = {**os.environ, "DATABASE_URL": f"sqlite:///{settings.DATABASES['default']['NAME']}",
            "CELERY_BROKER_URL": broker, "TRACEDOC_QUEUE": queue, "TRACEDOC_STORAGE": str(storage),
            "TRACEDOC_VAR": str(tmp_path / "var"), "PYTHONPATH": str(ROOT)}
@@ -174,4 +175,4 @@ def worker(live_server, tmp_path, storage):
     yield log
     stop(proc)
     app.conf.update(saved)
-    app.close()  # drop the producer pool bound to this test's broker
+    fresh_connections()  # drop the producer pool bound to this test's broker
