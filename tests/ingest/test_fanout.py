@@ -122,8 +122,10 @@ def test_a_pool_child_killed_mid_part_leaves_the_trace_to_the_other_worker(stack
     findings = stack.api("get", f"/api/v1/traces/{trace_id}/findings/").json()
     listed = findings["results"] if isinstance(findings, dict) else findings
     assert len(listed) == len(report["findings"])  # recorded once
-    # the killed child was running a part: its message went back to the queue and the part was
-    # started a second time (its row counts the starts)
+    # the killed child was running a part: its message went back to the queue and ran again. The
+    # part was started a second time unless the kill fell before its start was counted or after it
+    # was marked done (the rerun then skips it), so: at most one part started twice
     assert b"WorkerLostError" in worker_logs(stack)
-    assert part_counts(stack, trace_id, "attempts") == {"1": counts["range"] - 1, "2": 1}
+    attempts = part_counts(stack, trace_id, "attempts")
+    assert attempts in ({"1": counts["range"]}, {"1": counts["range"] - 1, "2": 1}), attempts
     assert first.poll() is None
