@@ -14,6 +14,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 from diagnosis.models import SLODefinition, record_report
 from diagnosis.pipeline import diagnose
 from diagnosis.results import Report
+from ingest import db_outage
 from ingest.artifact_results import ArtifactResult
 from ingest.models import Artifact, Trace
 from ingest.storage import ContentStore
@@ -25,7 +26,7 @@ PROGRESS_EVERY_S = 0.5
 MAX_DIAGNOSE_ATTEMPTS = 3
 
 
-@shared_task(name="diagnosis.diagnose_trace", acks_late=True, reject_on_worker_lost=True)
+@shared_task(name="diagnosis.diagnose_trace", acks_late=True, reject_on_worker_lost=True, **db_outage.RETRY)
 def diagnose_trace(trace_id: int, run_id: str = "") -> None:
     """`run_id`: the workflow run that sent this message (tracedoc.workflow); a message of an
     older run, or one redelivered after its diagnosis was done, leaves the trace alone."""
@@ -54,6 +55,8 @@ def diagnose_trace(trace_id: int, run_id: str = "") -> None:
         trace.transition(Trace.State.FAILED, error="out of memory: diagnosing this trace needed more than the "
                          "worker's per-task memory limit (TRACEDOC_TASK_MEMORY_LIMIT_MB)")
         return
+    except db_outage.LOST:
+        raise  # not the trace's fault: the task is retried (db_outage.RETRY)
     except Exception as e:
         log.exception("diagnose_trace %s failed", trace.pk)
         trace.transition(Trace.State.FAILED, error=f"diagnosis failed ({type(e).__name__}: {e}); "
@@ -73,7 +76,7 @@ def _stage_recorder(trace: Trace):
         now = time.monotonic()
         if stage != last["stage"] or now - last["at"] >= PROGRESS_EVERY_S:
             last.update(stage=stage, at=now)
-            trace.record_progress(stage=stage, diagnosis_done=round(done, 3))
+            trace.beat(stage=stage, diagnosis_done=round(done, 3))
     return on_stage
 
 

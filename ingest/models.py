@@ -11,9 +11,11 @@ from typing import BinaryIO
 
 from django.conf import settings
 from django.db import models
+from django.db.models import F
 from django.utils import timezone
 
 from accounts.models import Team
+from ingest.db_outage import best_effort, retrying
 from ingest.progress import overall_done
 from ingest.storage import ContentStore
 from ingest.stored_file import StoredFile
@@ -29,6 +31,11 @@ class TraceQuerySet(models.QuerySet):
         if not LABEL_KEY.match(key) or "__" in key:
             return self.none()  # a key that could be read as a lookup path never matches
         return self.filter(**{f"labels__{key}": value})
+
+    def listed(self) -> "TraceQuerySet":
+        """For lists of traces: the report stays in the database and only its severity counts
+        come along, one JSON path per row (not the whole report, fetched trace by trace)."""
+        return self.defer("report").annotate(listed_severity_counts=F("report__summary__findings_by_severity"))
 
 
 class Trace(models.Model):
@@ -118,10 +125,19 @@ class Trace(models.Model):
         self.state_history = [*self.state_history, _history_entry(state, fields.get("error"))]
         for name, value in fields.items():
             setattr(self, name, value)
-        self.save(update_fields=["state", "state_history", "updated_at", *fields])
+        retrying(lambda: self.save(update_fields=["state", "state_history", "updated_at", *fields]),
+                 f"trace {self.pk} -> {state}")
 
     def record_progress(self, **counters: int) -> None:
         """Progress counters are written without touching the rest of the row."""
+        retrying(lambda: self._write_progress(counters), f"trace {self.pk} progress")
+
+    def beat(self, **counters: int) -> None:
+        """`record_progress` from inside a parse or diagnosis: a lost database connection skips
+        this beat (the next one writes the counters) instead of stopping the work."""
+        best_effort(lambda: self._write_progress(counters), f"trace {self.pk} progress")
+
+    def _write_progress(self, counters: dict) -> None:
         for name, value in counters.items():
             setattr(self, name, value)
         Trace.objects.filter(pk=self.pk).update(updated_at=timezone.now(), **counters)
@@ -145,6 +161,8 @@ class Trace(models.Model):
         return count
 
     def findings_by_severity(self) -> dict[str, int]:
+        if hasattr(self, "listed_severity_counts"):  # TraceQuerySet.listed
+            return self.listed_severity_counts or {}
         if not self.report:
             return {}
         return self.report.get("summary", {}).get("findings_by_severity", {})

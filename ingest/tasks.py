@@ -40,7 +40,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from accounts.models import Team
-from ingest import fanout
+from ingest import db_outage, fanout
 from ingest.artifact_results import parse_one
 from ingest.bundle import expand
 from ingest.events import ParseError
@@ -54,7 +54,7 @@ PROGRESS_EVERY_S = 0.5
 MAX_PARSE_ATTEMPTS = 3
 
 
-@shared_task(bind=True, name="ingest.parse_trace", acks_late=True, reject_on_worker_lost=True)
+@shared_task(bind=True, name="ingest.parse_trace", acks_late=True, reject_on_worker_lost=True, **db_outage.RETRY)
 def parse_trace(self, trace_id: int, run_id: str = "") -> None:
     """`run_id`: the workflow run that sent this message (tracedoc.workflow); a message of an
     older run, or one redelivered after its parse was done, leaves the trace alone."""
@@ -101,6 +101,8 @@ def parse_trace(self, trace_id: int, run_id: str = "") -> None:
         _fail(trace, "parsing took longer than the worker's time limit "
               "(TRACEDOC_TASK_SOFT_TIME_LIMIT); upload fewer or smaller files, or raise the limit")
         return
+    except db_outage.LOST:
+        raise  # not the trace's fault: the task is retried (db_outage.RETRY)
     except Exception as e:
         log.exception("parse_trace %s failed", trace.pk)
         _fail(trace, f"internal error while parsing ({type(e).__name__}: {e}); the worker log has the details")
@@ -158,7 +160,7 @@ def _progress(trace: Trace, scale: "_ByteScale", events_before: int):
         now = time.monotonic()
         if now - last[0] >= PROGRESS_EVERY_S:  # bytes read of the file as stored: the bar moves while it parses
             last[0] = now
-            trace.record_progress(events_done=events_before + events, bytes_done=scale(read))
+            trace.beat(events_done=events_before + events, bytes_done=scale(read))
     return progress
 
 
@@ -171,11 +173,11 @@ def _heartbeat(trace: Trace):
         now = time.monotonic()
         if now - last[0] >= PROGRESS_EVERY_S:
             last[0] = now
-            Trace.objects.filter(pk=trace.pk).update(updated_at=timezone.now())
+            trace.beat()
     return beat
 
 
-@shared_task(name="ingest.parse_part", acks_late=True, reject_on_worker_lost=True)
+@shared_task(name="ingest.parse_part", acks_late=True, reject_on_worker_lost=True, **db_outage.RETRY)
 def parse_part(trace_id: int, run_id: str, plan_id: str, no: int) -> None:
     """One part of a fanned-out parse. Idempotent: a part run again (its worker was killed)
     rewrites its own result; a part of a replaced plan or run does nothing."""
@@ -196,6 +198,8 @@ def parse_part(trace_id: int, run_id: str, plan_id: str, no: int) -> None:
             _fail(trace, f"parsing {_part_label(part)} took longer than the worker's time limit "
                   "(TRACEDOC_TASK_SOFT_TIME_LIMIT); lower TRACEDOC_FANOUT_PART_BYTES or raise the limit")
             return
+        except db_outage.LOST:
+            raise
         except Exception as e:
             log.exception("parse_part %s/%s/%s failed", trace_id, plan_id, no)
             _fail(trace, f"internal error while parsing {_part_label(part)} ({type(e).__name__}: {e}); "
@@ -240,7 +244,7 @@ def _run_part(trace: Trace, part: ParsePart, store: ContentStore) -> None:
                 artifacts_done=F("artifacts_done") + whole_files, updated_at=timezone.now())
 
 
-@shared_task(name="ingest.merge_parts", acks_late=True, reject_on_worker_lost=True)
+@shared_task(name="ingest.merge_parts", acks_late=True, reject_on_worker_lost=True, **db_outage.RETRY)
 def merge_parts(trace_id: int, run_id: str, plan_id: str) -> None:
     """The chord's callback: each split log's ranges into its Parquet file and artifact row
     (or, when its ranges do not join up, the whole file parsed here), then parsed or failed,
@@ -260,6 +264,8 @@ def merge_parts(trace_id: int, run_id: str, plan_id: str) -> None:
         _fail(trace, "merging the parsed parts took longer than the worker's time limit "
               "(TRACEDOC_TASK_SOFT_TIME_LIMIT); raise the limit")
         return
+    except db_outage.LOST:
+        raise
     except Exception as e:
         log.exception("merge_parts %s failed", trace_id)
         _fail(trace, f"internal error while merging the parsed parts ({type(e).__name__}: {e}); "

@@ -26,7 +26,7 @@ def get_trace_for(request, trace_id: int) -> Trace:
 @login_required
 @require_GET
 def trace_list(request):
-    traces = (Trace.objects.visible_to(request.user).select_related("team").defer("report")
+    traces = (Trace.objects.visible_to(request.user).select_related("team").listed()
               .prefetch_related("artifacts"))
     if state := request.GET.get("state"):
         traces = traces.filter(state=state)

@@ -176,7 +176,9 @@ def _database() -> dict:
         # one of DB_POOL_SIZE connections instead of opening one per thread until PostgreSQL
         # runs out (docs/deployment.md sizes it). Django refuses a pool with persistent
         # connections: the pool is what keeps them.
-        db["CONN_MAX_AGE"] = 0
+        # Health checks: a connection the server dropped while it sat in the pool (a restart,
+        # an idle timeout) is replaced when taken, not handed to a request or task that fails.
+        db["CONN_MAX_AGE"], db["CONN_HEALTH_CHECKS"] = 0, True
         db.setdefault("OPTIONS", {})["pool"] = {"min_size": 1, "max_size": DB_POOL_SIZE,
                                                 "timeout": envint("TRACEDOC_DB_POOL_TIMEOUT", 20)}
     return db

@@ -11,9 +11,10 @@ from otlp_receiver.urls import urlpatterns as otlp_receiver
 from rules.api.urls import urlpatterns as rules_api
 from tracedoc.api_docs import docs_view, schema_view
 
-# under /api/ a 404 or 400 that no view answered is a problem document too
+# under /api/ a 404, 400 or 500 that no view answered is a problem document too
 handler404 = "ingest.api.problems.not_found"
 handler400 = "ingest.api.problems.bad_request"
+handler500 = "ingest.api.problems.server_error"
 
 urlpatterns = [
     path("", include("ingest.urls")),

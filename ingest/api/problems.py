@@ -3,12 +3,15 @@ stable URI a client can switch on), `title`, `status`, `detail`, plus members of
 trace, its state, the file that failed and why; each invalid parameter and why).
 
 Every error answer of `/api/` is one: the trace-specific ones below, every exception DRF turns
-into an answer (`exception_handler`: 400, 401, 403, 404, 405, 413, 429, ...), and the 404/400
-Django answers before a view runs (`not_found`, `bad_request`, wired in tracedoc/urls.py)."""
+into an answer (`exception_handler`: 400, 401, 403, 404, 405, 413, 429, ...; a Django
+ValidationError a model or helper raised is a 400 too), the 404/400 Django answers before a view
+runs and an internal error (500) (`not_found`, `bad_request`, `server_error`, wired in
+tracedoc/urls.py)."""
 from __future__ import annotations
 
 from http import HTTPStatus
 
+from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import JsonResponse
 from django.urls import reverse
 from django.views import defaults
@@ -80,7 +83,10 @@ def quota_exceeded(detail: str, quota: int, used: int, incoming: int) -> Respons
 
 def exception_handler(exc, context) -> Response | None:
     """DRF's EXCEPTION_HANDLER: DRF's own answer (status, headers such as Retry-After and
-    WWW-Authenticate kept) with its body as a problem document. None (a 500) stays Django's."""
+    WWW-Authenticate kept) with its body as a problem document. None (a 500) goes on to
+    Django's handler500 (`server_error`)."""
+    if isinstance(exc, DjangoValidationError):  # DRF answers only its own ValidationError
+        exc = exceptions.ValidationError(exc.message_dict if hasattr(exc, "error_dict") else exc.messages)
     response = drf_exception_handler(exc, context)
     if response is None:
         return None
@@ -149,6 +155,15 @@ def bad_request(request, exception=None):
     if not request.path.startswith(API_PREFIX):
         return defaults.bad_request(request, exception)
     return _django_problem(400, "bad-request", str(exception) if exception else "bad request")
+
+
+def server_error(request):
+    """handler500: under /api/ an internal error answers a problem document, not an HTML page;
+    what failed is in the server's log, not in the answer."""
+    if not request.path.startswith(API_PREFIX):
+        return defaults.server_error(request)
+    return _django_problem(500, "internal-error", "the server failed to answer this request; the error is "
+                                                  "logged on the server, please report it with the time it happened")
 
 
 def _django_problem(http_status: int, kind: str, detail: str) -> JsonResponse:

@@ -40,7 +40,7 @@ class TraceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Crea
     def get_queryset(self):
         qs = Trace.objects.visible_to(self.request.user).select_related("team", "created_by")
         if self.action == "list":
-            qs = qs.defer("report")
+            qs = qs.listed()
             if state := self.request.query_params.get("state"):
                 qs = qs.filter(state=state)
             for label in self.request.query_params.getlist("label"):

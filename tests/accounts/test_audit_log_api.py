@@ -10,7 +10,7 @@ from django.utils import timezone
 from accounts.audit import acting_as
 from accounts.models import ApiToken, AuditEntry
 from diagnosis.models import SLODefinition
-from tests.accounts.test_token_scopes import SLO, client_for
+from tests.support.scoped_tokens import SLO, client_for
 
 
 def _slo(client, objective: str) -> int:

@@ -7,7 +7,7 @@ from accounts.audit import acting_as
 from accounts.models import ApiToken, AuditEntry
 from diagnosis.models import ClusterRecord
 from tests.support.cluster_world import NCCL, days_ago, seen
-from tests.rules.test_rules_api import RULE
+from tests.support.rule_texts import GRAPH_LAUNCHES as RULE
 
 
 def entries(object_type: str) -> list[tuple]:

@@ -10,15 +10,8 @@ from rest_framework.test import APIClient
 from accounts.models import ApiToken, hash_token_key
 from diagnosis.models import SLODefinition
 from rules.models import TeamRule
-from tests.rules.test_rules_api import RULE
-
-SLO = {"slo_id": "ttft", "sli": "time_to_first_token", "objective": "max <= 1s"}
-
-
-def client_for(user, scope: str) -> APIClient:
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {ApiToken.issue(user, name=scope, scope=scope)[1]}")
-    return client
+from tests.support.rule_texts import GRAPH_LAUNCHES as RULE
+from tests.support.scoped_tokens import SLO, client_for
 
 
 def upload(client) -> int:

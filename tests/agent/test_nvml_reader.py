@@ -10,7 +10,7 @@ import pytest
 from agent.nvml_sampler import (
     FI_ECC_DBE_VOL_TOTAL, FI_PCIE_COUNT_RX_BYTES, FI_PCIE_COUNT_TX_BYTES, NvmlReader, Sampler, next_tick,
 )
-from tests.agent.test_nvml_sampler import parse_events
+from tests.support.nvml_sampler import parse_events
 
 
 class FakeNvml:

@@ -9,7 +9,7 @@ import pytest
 from agent.main import build_parser
 from agent.nvml_sampler import Sampler
 from agent.placement import choose_cpus, lower_priority, parse_cpus, pin_cpus
-from tests.agent.test_nvml_sampler import FakeReader
+from tests.support.nvml_sampler import FakeReader
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread priority is Linux's")
 

@@ -10,7 +10,7 @@ from agent.capture import Capture, run_loop
 from agent.nvml_sampler import Sampler
 from agent.spool import Spool
 from agent.tailer import LogTailer
-from tests.agent.test_nvml_sampler import FakeReader
+from tests.support.nvml_sampler import FakeReader
 
 
 class CountingStop(threading.Event):

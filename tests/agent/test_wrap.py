@@ -14,7 +14,7 @@ from agent.uploader import ApiClient, Shipper
 from agent.wrap import BoundedLog, _tee, wrap
 from ingest.bundle import expand
 from ingest.parsers import detect
-from tests.agent.test_nvml_sampler import FakeReader
+from tests.support.nvml_sampler import FakeReader
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "agent"
 

@@ -8,31 +8,11 @@ import pytest
 from diagnosis.models import ClusterRecord
 from tests.support.cluster_world import COLD, GRAPH, NCCL, OOM, days_ago, seen
 from tests.support.fixtures import SHOTS, log_in
+from tests.support.phone_layout import assert_fits
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 
 PHONE = {"viewport": {"width": 390, "height": 844}, "is_mobile": True, "has_touch": True}
-
-# The widest visible element's right edge with `overflow-x: clip` lifted from html and body;
-# elements inside a container that scrolls sideways by itself count at the container's edge.
-WIDEST = """() => {
-  for (const el of [document.documentElement, document.body]) el.style.overflowX = 'visible';
-  const scrolls = el => { const s = getComputedStyle(el).overflowX; return s === 'auto' || s === 'scroll'; };
-  let widest = 0, culprit = '';
-  for (const el of document.body.querySelectorAll('*')) {
-    if (getComputedStyle(el).visibility === 'hidden') continue;
-    let up = el, inside = false;
-    while (up && up !== document.body) {   // hidden (a tooltip at rest) or scrolling by itself
-      if ((up !== el && scrolls(up)) || getComputedStyle(up).opacity === '0') { inside = true; break; }
-      up = up.parentElement;
-    }
-    if (inside) continue;
-    const r = el.getBoundingClientRect();
-    if (r.width && r.right > widest) { widest = r.right; culprit = el.tagName + '.' + el.className + ' "' + (el.textContent || '').trim().slice(0, 40) + '" in ' + el.parentElement.tagName + '.' + el.parentElement.className; }
-  }
-  for (const el of [document.documentElement, document.body]) el.style.overflowX = '';
-  return [widest, culprit];
-}"""
 
 REACHABLE = """sel => {
   const el = document.querySelector(sel), r = el.getBoundingClientRect();
@@ -63,11 +43,6 @@ def contrast(fg: str, bg: str) -> float:
         return 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
     light, dark = sorted((luminance(fg), luminance(bg)), reverse=True)
     return (light + 0.05) / (dark + 0.05)
-
-
-def assert_fits(page, name: str, width: int = 390) -> None:
-    widest, culprit = page.evaluate(WIDEST)
-    assert widest <= width + 1, f"{name}: {culprit} reaches {widest:.0f} px"
 
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])

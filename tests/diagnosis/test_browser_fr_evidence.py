@@ -12,7 +12,7 @@ from ingest.tasks import parse_trace
 from ingest.uploads import create_trace
 from tests.support.browser_wait import wait_for_js
 from tests.support.fixtures import SHOTS
-from tests.diagnosis.test_browser_timeline import logged_in_page
+from tests.support.trace_page import logged_in_page
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 FOLDER = Path(__file__).resolve().parents[1] / "fixtures" / "nccl_multirank" / "collective_mismatch"

@@ -4,8 +4,9 @@ page scroll, the dark theme. Screenshots land in test-artifacts/browser/."""
 import pytest
 
 from tests.support.browser_wait import wait_for_js
-from tests.support.fixtures import SHOTS, log_in
-from tests.diagnosis.test_timeline_api import diagnosed
+from tests.support.diagnosed_traces import diagnosed
+from tests.support.fixtures import SHOTS
+from tests.support.trace_page import logged_in_page
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 
@@ -13,14 +14,6 @@ pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 @pytest.fixture
 def graph_trace(infra, alice, no_worker, corpus_dir):
     return diagnosed(infra, alice, "cudagraph_abort")
-
-
-def logged_in_page(browser, live_server, trace, **context):
-    page = browser.new_context(**context).new_page()
-    log_in(page, f"{live_server.url}/traces/{trace.pk}/")
-    page.wait_for_url(f"**/traces/{trace.pk}/")
-    wait_for_js(page, "window.tracedocTimeline && window.tracedocTimeline.items().length > 0")
-    return page
 
 
 def test_zoom_into_a_kernel_and_land_on_evidence(graph_trace, live_server, browser):

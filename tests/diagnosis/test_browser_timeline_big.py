@@ -9,10 +9,10 @@ import pytest
 
 from diagnosis.timeline_store import index_for
 from tests.support.browser_wait import wait_for_js
-from tests.diagnosis.test_browser_cluster_phone import assert_fits
+from tests.support.diagnosed_traces import diagnosed
 from tests.support.fixtures import SHOTS
-from tests.diagnosis.test_browser_timeline import logged_in_page
-from tests.diagnosis.test_timeline_api import diagnosed
+from tests.support.phone_layout import assert_fits
+from tests.support.trace_page import logged_in_page
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 

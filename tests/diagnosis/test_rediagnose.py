@@ -3,50 +3,15 @@ the trace page's button queue `diagnosis.diagnose_trace` (a new run) on the real
 task, run as the worker would, applies the current rules to the stored events (no re-parse)
 and the report changes with the rule."""
 import pytest
-from django.core.files.uploadedfile import SimpleUploadedFile
 
 from diagnosis.models import ClusterRecord
 from diagnosis.tasks import diagnose_trace
 from ingest.models import Trace
-from ingest.tasks import parse_trace
-from ingest.uploads import create_trace
 from rules.models import TeamRule
-from tests.corpus import corpus
-from tests.tracedoc.test_broker_down import dead_broker  # noqa: F401  (a fixture)
+from tests.support.diagnosed_traces import rule_ids
+from tests.support.rule_texts import MALLOC_IN_DECODE as RULE
 
 pytestmark = pytest.mark.timeout(300)
-
-RULE = """id: team.malloc-in-decode
-version: 1
-title: cudaMalloc calls during decode
-status: experimental
-severity: warning
-owner: infra
-root_cause: team.malloc_in_decode
-match:
-  mallocs:
-    kind: runtime
-    name: cudaMalloc
-condition: mallocs
-explain: "{count} cudaMalloc call(s)"
-"""
-
-
-@pytest.fixture
-def decode_trace(infra, alice, no_worker, corpus_dir):
-    """h200/fragmented_decode, parsed and diagnosed in this process."""
-    folder = corpus("h200", "fragmented_decode")
-    trace = create_trace(infra, alice, [SimpleUploadedFile(p.name, p.read_bytes()) for p in sorted(folder.iterdir())],
-                         name="fragmented decode")
-    parse_trace(trace.pk)
-    diagnose_trace(trace.pk)
-    trace.refresh_from_db()
-    assert trace.state == "done", trace.error
-    return trace
-
-
-def rule_ids(trace: Trace) -> set[str]:
-    return {f["rule_id"] for f in trace.report["findings"]}
 
 
 def test_a_rule_added_after_the_upload_changes_the_report(alice_api, alice, infra, decode_trace, no_worker):
@@ -93,7 +58,7 @@ def test_only_a_finished_parsed_trace_of_ones_team(alice_api, charlie_api, infra
     assert no_worker.ids() == []
 
 
-def test_a_dead_broker_leaves_the_trace_as_it_was(alice_api, infra, dead_broker):  # noqa: F811
+def test_a_dead_broker_leaves_the_trace_as_it_was(alice_api, infra, dead_broker):
     trace = Trace.objects.create(team=infra)
     for state in ("parsing", "parsed", "diagnosing", "done"):
         trace.transition(state)

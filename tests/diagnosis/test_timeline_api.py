@@ -7,25 +7,11 @@ import json
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from diagnosis.tasks import diagnose_trace
-from diagnosis.timeline_store import forget_all
-from ingest.tasks import parse_trace
 from ingest.uploads import create_trace
 from tests.corpus import corpus
+from tests.support.diagnosed_traces import diagnosed
 
 URL = "/api/v1/traces/{}/timeline/"
-
-
-def diagnosed(team, user, *parts: str):
-    folder = corpus("h200", *parts)
-    files = [SimpleUploadedFile(p.name, p.read_bytes()) for p in sorted(folder.iterdir()) if p.is_file()]
-    trace = create_trace(team, user, files, name=parts[-1])
-    parse_trace(trace.pk)
-    diagnose_trace(trace.pk)
-    trace.refresh_from_db()
-    assert trace.state == "done", trace.error
-    forget_all()
-    return trace
 
 
 @pytest.fixture

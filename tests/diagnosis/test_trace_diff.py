@@ -2,30 +2,15 @@
 `/traces/{id}/diff/{base_id}/` compare two stored, diagnosed corpus traces; another team's
 trace is a 404, an unfinished one a 409 problem document; the trace page offers the others."""
 import pytest
-from django.core.files.uploadedfile import SimpleUploadedFile
 
-from diagnosis.tasks import diagnose_trace
 from ingest.api.problems import PROBLEM_CONTENT_TYPE, PROBLEM_TYPE_BASE, TRACE_NOT_DONE
 from ingest.models import Trace
-from ingest.tasks import parse_trace
-from ingest.uploads import create_trace
-from tests.corpus import corpus
+from tests.support.diagnosed_traces import diagnosed
 
 pytestmark = pytest.mark.timeout(300)
 
 API = "/api/v1/traces/{}/diff/{}/"
 PAGE = "/traces/{}/diff/{}/"
-
-
-def diagnosed(team, user, name: str) -> Trace:
-    folder = corpus("h200", name)
-    files = [SimpleUploadedFile(p.name, p.read_bytes()) for p in sorted(folder.iterdir()) if p.is_file()]
-    trace = create_trace(team, user, files, name=name)
-    parse_trace(trace.pk)
-    diagnose_trace(trace.pk)
-    trace.refresh_from_db()
-    assert trace.state == "done", trace.error
-    return trace
 
 
 @pytest.fixture

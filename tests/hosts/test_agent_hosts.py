@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from hosts.models import CaptureRequest, Host
 from ingest.models import Trace
-from tests.ingest.test_api_upload import corpus_files, upload
+from tests.support.uploads import corpus_files, upload
 
 
 def upload_keyed(client, key: str):

@@ -20,7 +20,7 @@ import uuid
 import pytest
 
 from tests.support.flaky_proxy import FlakyProxy
-from tests.support.stack import ROOT, Stack, postgres_database, reachable, stack_env
+from tests.support.stack import ROOT, Stack, running_stack
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 BUNDLES_DURING_OUTAGE = 4
@@ -29,13 +29,8 @@ ANSWERS_LOST = 2
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
-    if not (reachable(5432) and reachable(6379)):
-        pytest.skip("PostgreSQL (5432) and Redis (6379) are not running: scripts/ensure-services.sh starts them")
-    tmp = tmp_path_factory.mktemp("agent-live")
-    with postgres_database() as database_url:
-        s = Stack(tmp, stack_env(tmp, database_url, "redis://127.0.0.1:6379/0")).start()
+    with running_stack(tmp_path_factory.mktemp("agent-live")) as s:
         yield s
-        s.stop()
 
 
 def wait_for(what: str, check, timeout: float = 120, every: float = 0.3):

@@ -3,20 +3,7 @@ import hashlib
 import io
 
 from ingest.models import Trace
-from tests.corpus import corpus
-
-SCENARIO = ("h200", "cudagraph_abort")
-
-
-def corpus_files():
-    return sorted(corpus(*SCENARIO).iterdir())
-
-
-def upload(client, paths, **fields):
-    files = [io.BytesIO(p.read_bytes()) for p in paths]
-    for f, p in zip(files, paths):
-        f.name = p.name
-    return client.post("/api/v1/traces/", {"files": files, **fields}, format="multipart")
+from tests.support.uploads import corpus_files, upload
 
 
 def test_upload_creates_a_received_trace_with_its_artifacts(alice_api, alice, storage, no_worker, corpus_dir):

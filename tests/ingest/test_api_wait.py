@@ -11,7 +11,6 @@ import requests
 
 from ingest.models import Trace
 from tests.corpus import corpus
-from tests.support.live_stack import live_tracedoc, worker  # noqa: F401  (fixtures)
 from tests.support.openapi_check import assert_matches_schema
 
 PROBLEM = "application/problem+json"
@@ -71,7 +70,7 @@ def test_the_report_of_an_unfinished_trace_is_a_409_problem_with_its_state(alice
 
 
 @pytest.mark.timeout(300)
-def test_wait_answers_201_with_the_report_and_a_failure_as_a_problem(live_tracedoc, alice_api, corpus_dir):  # noqa: F811
+def test_wait_answers_201_with_the_report_and_a_failure_as_a_problem(live_tracedoc, alice_api, corpus_dir):
     headers = {"Authorization": f"Token {live_tracedoc.token}"}
     files = [("files", (p.name, p.read_bytes())) for p in sorted(corpus("h200", "cudagraph_abort").iterdir())]
     done = requests.post(f"{live_tracedoc.url}/api/v1/traces/?wait=120", files=files, headers=headers, timeout=200)

@@ -4,12 +4,9 @@ in one process gives, and a pool child SIGKILLed mid-part leaves the trace to fi
 other worker with one report."""
 from __future__ import annotations
 
-import json
 import os
 import re
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,8 +14,7 @@ import pytest
 from diagnosis.pipeline import run
 from tests.acceptance.golden import normalized
 from tests.corpus import corpus
-from tests.support.stack import ROOT, Stack, add_workers, running_stack
-from tests.ingest.test_worker_killed import pool_children, wait_for
+from tests.support.stack import Stack, add_workers, part_counts, pool_children, running_stack, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1200)]
 
@@ -61,18 +57,6 @@ def single_report(paths: list[Path]) -> dict:
 
 def comparable(report: dict) -> dict:
     return normalized(report)
-
-
-def part_counts(stack: Stack, trace_id: int, field: str = "kind") -> dict:
-    """The trace's part rows counted by `field` (kind; attempts of its ranges)."""
-    rows = f"ParsePart.objects.filter(trace_id={trace_id})" + (".exclude(kind='merge')" if field != "kind" else "")
-    done = subprocess.run(
-        [sys.executable, "manage.py", "shell", "-c",
-         "import json; from collections import Counter; from ingest.parts import ParsePart; "
-         f"print(json.dumps(Counter(str(v) for v in {rows}.values_list('{field}', flat=True))))"],
-        cwd=ROOT, env=stack.env, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids="/".join)

@@ -11,8 +11,7 @@ import pytest
 
 from tests.corpus import corpus
 from tests.support.s3_emulator import CREDENTIALS, s3_emulator
-from tests.support.stack import Stack, postgres_database, reachable, stack_env
-from tests.ingest.test_fanout import part_counts
+from tests.support.stack import Stack, part_counts, postgres_database, reachable, stack_env
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 SCENARIO = ("h200", "cudagraph_abort")

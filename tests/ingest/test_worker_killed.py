@@ -8,49 +8,24 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
-from tests.support.stack import ROOT, Stack, postgres_database, reachable, stack_env, start_worker, wait_until_ready
+from tests.support.stack import (ROOT, SLOW_LOG_LINES, Stack, pool_children, running_stack, slow_log, start_worker,
+                                 wait_for, wait_until_ready)
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
-# A serving log that takes the log parser several seconds even on a quiet machine (the line
-# prefilter parses ~20k lines a second there): time to kill the worker mid-parse.
-LINES = 200_000
-LINE = "2024-11-29 08:19:30,038 INFO worker.py:120 request {i} finished in 35.2 ms tokens=128\n"
-SLOW_LOG = "".join(LINE.format(i=i) for i in range(LINES)).encode()
 
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
-    if not (reachable(5432) and reachable(6379)):
-        pytest.skip("PostgreSQL (5432) and Redis (6379) are not running: scripts/ensure-services.sh starts them")
-    tmp = tmp_path_factory.mktemp("killed")
-    with postgres_database() as database_url:
-        s = Stack(tmp, stack_env(tmp, database_url, "redis://127.0.0.1:6379/0"), pool="prefork").start()
+    with running_stack(tmp_path_factory.mktemp("killed"), pool="prefork") as s:
         yield s
-        s.stop()
-
-
-def pool_children(pid: int) -> list[int]:
-    """The worker's pool processes (Linux: the kernel's list of a process's children)."""
-    return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-
-
-def wait_for(stack: Stack, trace_id: int, ready, timeout: float = 300) -> dict:
-    deadline = time.monotonic() + timeout
-    while True:
-        trace = stack.api("get", f"/api/v1/traces/{trace_id}/").json()
-        if ready(trace):
-            return trace
-        assert time.monotonic() < deadline, (trace["state"], trace["error"], stack.logs())
-        time.sleep(0.2)
 
 
 def upload_and_wait_mid_parse(stack: Stack) -> int:
-    trace_id = stack.upload([("serving.log", SLOW_LOG)], wait=0)["id"]
+    trace_id = stack.upload([("serving.log", slow_log())], wait=0)["id"]
     # mid-parse: the parser has reported bytes read, and has not finished
     wait_for(stack, trace_id, lambda t: t["state"] == "parsing" and 0 < t["progress"]["bytes_done"] < t["progress"]["bytes_total"], timeout=120)
     return trace_id
@@ -61,7 +36,7 @@ def assert_done_once(stack: Stack, trace_id: int, history: list[str]) -> None:
     assert trace["state"] == "done", (trace["error"], stack.logs())
     assert [h["state"] for h in trace["state_history"]] == history
     report = stack.api("get", f"/api/v1/traces/{trace_id}/report/").json()
-    assert report["trace"]["artifacts"][0]["events"] == LINES
+    assert report["trace"]["artifacts"][0]["events"] == SLOW_LOG_LINES
     findings = stack.api("get", f"/api/v1/traces/{trace_id}/findings/").json()
     listed = findings["results"] if isinstance(findings, dict) else findings
     assert len(listed) == len(report["findings"])  # recorded once, not once per attempt

@@ -22,7 +22,6 @@ from opentelemetry.trace import Status, StatusCode
 from accounts.models import ApiToken
 from ingest.models import Trace
 from otlp_receiver.models import PendingSpans
-from tests.support.live_stack import live_tracedoc, worker  # noqa: F401  (fixtures)
 
 SECOND = 1_000_000_000
 
@@ -108,7 +107,7 @@ def test_token_size_and_decompression_are_bounded(client, token, window, setting
     assert not PendingSpans.objects.exists()
 
 
-def test_the_otlp_exporter_streams_spans_that_end_in_a_diagnosed_trace(live_tracedoc, window):  # noqa: F811
+def test_the_otlp_exporter_streams_spans_that_end_in_a_diagnosed_trace(live_tracedoc, window):
     exporter = OTLPSpanExporter(endpoint=f"{live_tracedoc.url}/v1/traces", compression=Compression.Gzip,
                                 headers={"Authorization": f"Token {live_tracedoc.token}"}, timeout=30)
     provider = TracerProvider(resource=Resource.create({"service.name": "llm-frontend"}))

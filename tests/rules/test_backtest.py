@@ -4,12 +4,11 @@ the findings and clusters it would add or remove, nothing saved."""
 import pytest
 
 from rules.models import TeamRule
-from tests.diagnosis.test_rediagnose import RULE, decode_trace, rule_ids  # noqa: F401  (decode_trace: a fixture)
+from tests.support.diagnosed_traces import rule_ids
+from tests.support.rule_texts import FIRING, MALLOC_IN_DECODE as RULE, QUIET
 
 pytestmark = pytest.mark.timeout(300)
 
-QUIET = RULE.replace("name: cudaMalloc", "name: cudaNoSuchCall")  # v1: fires on nothing
-FIRING = RULE.replace("version: 1", "version: 2")  # v2: cudaMalloc, which the trace has
 
 
 @pytest.fixture
@@ -17,7 +16,7 @@ def quiet_rule(infra, alice):
     return TeamRule.objects.create(team=infra, yaml=QUIET, created_by=alice, updated_by=alice)
 
 
-def test_a_version_that_fires_is_listed_as_added(alice_api, decode_trace, quiet_rule):  # noqa: F811
+def test_a_version_that_fires_is_listed_as_added(alice_api, decode_trace, quiet_rule):
     response = alice_api.post(f"/api/v1/rules/{quiet_rule.pk}/backtest/", {"yaml": FIRING}, format="json")
     assert response.status_code == 200, response.content
     body = response.json()
@@ -35,7 +34,7 @@ def test_a_version_that_fires_is_listed_as_added(alice_api, decode_trace, quiet_
     assert "team.malloc-in-decode" not in rule_ids(decode_trace)
 
 
-def test_a_version_that_changes_nothing_lists_nothing(alice_api, decode_trace, quiet_rule):  # noqa: F811
+def test_a_version_that_changes_nothing_lists_nothing(alice_api, decode_trace, quiet_rule):
     unchanged = QUIET.replace("version: 1", "version: 2")
     response = alice_api.post(f"/api/v1/rules/{quiet_rule.pk}/backtest/", {"yaml": unchanged}, format="json")
     assert response.status_code == 200, response.content
@@ -45,7 +44,7 @@ def test_a_version_that_changes_nothing_lists_nothing(alice_api, decode_trace, q
     assert response.json()["changed"] == 0
 
 
-def test_removing_a_firing_rule_lists_it_as_removed(alice_api, alice, infra, decode_trace):  # noqa: F811
+def test_removing_a_firing_rule_lists_it_as_removed(alice_api, alice, infra, decode_trace):
     firing = TeamRule.objects.create(team=infra, yaml=RULE, created_by=alice, updated_by=alice)
     quiet_v2 = QUIET.replace("version: 1", "version: 2")
     response = alice_api.post(f"/api/v1/rules/{firing.pk}/backtest/", {"yaml": quiet_v2}, format="json")
@@ -66,7 +65,7 @@ def test_team_scoped_and_checked(alice_api, charlie_api, quiet_rule):
                           format="json").status_code == 400
 
 
-def test_the_editor_button_shows_the_table(client, alice, decode_trace, quiet_rule):  # noqa: F811
+def test_the_editor_button_shows_the_table(client, alice, decode_trace, quiet_rule):
     client.force_login(alice)
     page = client.get(f"/rules/{quiet_rule.pk}/edit/").content.decode()
     assert f'hx-post="/rules/{quiet_rule.pk}/backtest/"' in page and "Backtest on recent traces" in page

@@ -8,8 +8,7 @@ from rules.models import TeamRule
 from tests.support.fixtures import SHOTS
 from tests.support.fixtures import log_in
 from tests.support.rule_editor_page import type_rule
-from tests.rules.test_backtest import FIRING, QUIET
-from tests.diagnosis.test_rediagnose import decode_trace  # noqa: F401  (a fixture)
+from tests.support.rule_texts import FIRING, QUIET
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 
@@ -19,7 +18,7 @@ def quiet_rule(infra, alice):
     return TeamRule.objects.create(team=infra, yaml=QUIET, created_by=alice, updated_by=alice)
 
 
-def test_the_backtest_button_shows_the_difference(quiet_rule, decode_trace, live_server, browser):  # noqa: F811
+def test_the_backtest_button_shows_the_difference(quiet_rule, decode_trace, live_server, browser):
     # the database first: it is not usable once Playwright runs its event loop
     rule_pk, trace_pk = quiet_rule.pk, decode_trace.pk
     SHOTS.mkdir(parents=True, exist_ok=True)

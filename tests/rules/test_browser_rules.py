@@ -10,15 +10,14 @@ import pytest
 from tests.corpus import corpus
 from tests.support.fixtures import SHOTS, log_in
 from tests.support.rule_editor_page import type_rule
-from tests.diagnosis.test_rediagnose import RULE, decode_trace  # noqa: F401  (decode_trace: a fixture)
-from tests.rules.test_rule_pages import where
+from tests.support.rule_texts import MALLOC_IN_DECODE as RULE, where
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 
 TYPO = RULE.replace("condition: mallocs", "condition: malocs")
 
 
-def test_write_test_and_save_a_rule_then_read_the_latency_chart(decode_trace, live_server, browser):  # noqa: F811
+def test_write_test_and_save_a_rule_then_read_the_latency_chart(decode_trace, live_server, browser):
     # decode_trace first: the database is not usable once Playwright runs its event loop
     events = json.loads(gzip.decompress(corpus("h200", "fragmented_decode", "kineto_trace.json.gz").read_bytes()))
     mallocs = sum(1 for e in events["traceEvents"] if e.get("name") == "cudaMalloc" and e.get("ph") == "X")

@@ -8,14 +8,13 @@ import json
 from rules.features import list_features
 from rules.modifiers import MODIFIERS
 from tests.corpus import corpus
-from tests.rules.test_rule_pages import graph_trace, logged_in, ours, where  # noqa: F401 (fixtures)
-from tests.rules.test_rules_api import RULE
+from tests.support.rule_texts import GRAPH_LAUNCHES as RULE, where
 
 TWO_MISTAKES = RULE.replace("    name: cudaGraphLaunch", "    name|bogus: cudaGraphLaunch\n  other:\n    nosuchcol: 3") \
     .replace("condition: launches", "condition: launches or other")
 
 
-def test_hints_come_from_the_schema_the_modifier_registry_and_the_feature_list(logged_in):  # noqa: F811
+def test_hints_come_from_the_schema_the_modifier_registry_and_the_feature_list(logged_in):
     hints = logged_in.get("/rules/hints/").json()
     keys = {k["name"]: k for k in hints["keys"]}
     assert {"id", "version", "match", "condition", "aggregate", "sequence"} <= set(keys)
@@ -28,7 +27,7 @@ def test_hints_come_from_the_schema_the_modifier_registry_and_the_feature_list(l
     assert "dur" in {c["name"] for c in hints["columns"]}
 
 
-def test_validation_lists_every_selection_error_with_line_and_column(logged_in):  # noqa: F811
+def test_validation_lists_every_selection_error_with_line_and_column(logged_in):
     body = logged_in.post("/rules/validate/", {"yaml": TWO_MISTAKES}, HTTP_HX_REQUEST="true").content.decode()
     assert "2 errors" in body
     assert f"{where(TWO_MISTAKES, 'name|bogus')}: " in body and "unknown modifier |bogus" in body
@@ -37,7 +36,7 @@ def test_validation_lists_every_selection_error_with_line_and_column(logged_in):
     assert f'data-line="{line}" data-col="5"' in body
 
 
-def test_the_version_bump_is_checked_while_typing(logged_in, ours):  # noqa: F811
+def test_the_version_bump_is_checked_while_typing(logged_in, ours):
     changed = RULE.replace("severity: info", "severity: warning")
     body = logged_in.post("/rules/validate/", {"yaml": changed, "rule": ours.pk}).content.decode()
     assert f'{where(changed, "version:")}: </span><span class="message">version: the text changed, so bump' in body
@@ -50,7 +49,7 @@ def test_the_version_bump_is_checked_while_typing(logged_in, ours):  # noqa: F81
                                                          {"yaml": renamed, "rule": ours.pk}).content.decode()
 
 
-def test_a_test_run_shows_per_selection_counts_and_matched_rows(logged_in, graph_trace):  # noqa: F811
+def test_a_test_run_shows_per_selection_counts_and_matched_rows(logged_in, graph_trace):
     events = json.loads(gzip.decompress(corpus("h200", "cudagraph_abort", "kineto_trace.json.gz").read_bytes()))
     launches = sum(1 for e in events["traceEvents"] if e.get("name") == "cudaGraphLaunch")
     quiet = RULE.replace("condition: launches", "condition: launches and syncs") \
@@ -62,7 +61,7 @@ def test_a_test_run_shows_per_selection_counts_and_matched_rows(logged_in, graph
     assert f"first 5 of {launches} rows" in body and body.count("<td>cudaGraphLaunch</td>") == 5
 
 
-def test_the_trace_picker_shows_upload_time_labels_and_formats(logged_in, graph_trace, infra, alice):  # noqa: F811
+def test_the_trace_picker_shows_upload_time_labels_and_formats(logged_in, graph_trace, infra, alice):
     graph_trace.labels = {"model": "llama-70b"}
     graph_trace.save(update_fields=["labels"])
     page = logged_in.get("/rules/new/").content.decode()

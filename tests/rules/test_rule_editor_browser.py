@@ -10,8 +10,7 @@ from tests.corpus import corpus
 from tests.support.fixtures import SHOTS
 from tests.support.fixtures import log_in
 from tests.support.rule_editor_page import type_rule
-from tests.rules.test_browser_rules import RULE, decode_trace  # noqa: F401 (fixture)
-from tests.rules.test_rule_pages import where
+from tests.support.rule_texts import MALLOC_IN_DECODE as RULE, where
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 
@@ -21,7 +20,7 @@ QUIET = RULE.replace("    name: cudaMalloc", "    name: cudaMalloc\n  frees:\n  
     .replace("condition: mallocs", "condition: mallocs and frees")
 
 
-def test_two_errors_two_markers_and_per_selection_counts(decode_trace, live_server, browser):  # noqa: F811
+def test_two_errors_two_markers_and_per_selection_counts(decode_trace, live_server, browser):
     # decode_trace first: the database is not usable once Playwright runs its event loop
     events = json.loads(gzip.decompress(corpus("h200", "fragmented_decode", "kineto_trace.json.gz").read_bytes()))
     mallocs = sum(1 for e in events["traceEvents"] if e.get("name") == "cudaMalloc" and e.get("ph") == "X")

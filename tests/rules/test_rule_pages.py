@@ -10,39 +10,18 @@ import pytest
 import yaml
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from diagnosis.tasks import diagnose_trace
-from ingest.tasks import parse_trace
 from ingest.uploads import create_trace
 from rules.models import TeamRule
 from tests.corpus import corpus
-from tests.rules.test_rules_api import RULE
+from tests.support.rule_texts import GRAPH_LAUNCHES as RULE, where
 
 BUILTIN = Path(__file__).resolve().parents[2] / "rules" / "builtin"
 BAD = RULE.replace("condition: launches", "condition: lunches")
 
 
-def where(text: str, needle: str) -> str:
-    """`line L, col C` of the first `needle`, counted here (1-based) from the text."""
-    for number, line in enumerate(text.splitlines(), 1):
-        if needle in line:
-            return f"line {number}, col {line.index(needle) + 1}"
-    raise AssertionError(needle)
-
-
-@pytest.fixture
-def logged_in(client, alice):
-    client.force_login(alice)
-    return client
-
-
 @pytest.fixture
 def theirs(other, charlie):
     return TeamRule.objects.create(team=other, yaml=RULE.replace("team.graph-launches", "their.secret-rule"))
-
-
-@pytest.fixture
-def ours(infra, alice):
-    return TeamRule.objects.create(team=infra, yaml=RULE, created_by=alice, updated_by=alice)
 
 
 @pytest.mark.django_db
@@ -142,18 +121,6 @@ def test_a_builtin_rule_shows_its_yaml_source(logged_in):
     assert logged_in.get("/rules/builtin/no.such-rule/").status_code == 404
     copy = logged_in.get("/rules/new/?from=latency.jitter").content.decode()
     assert html.escape("title: Per-step latency tail far above the median") in copy
-
-
-@pytest.fixture
-def graph_trace(infra, alice, no_worker, corpus_dir):
-    """The cudagraph_abort Kineto trace, parsed and diagnosed (its parquet exists)."""
-    kineto = corpus("h200", "cudagraph_abort", "kineto_trace.json.gz")
-    trace = create_trace(infra, alice, [SimpleUploadedFile(kineto.name, kineto.read_bytes())])
-    parse_trace(trace.pk)
-    diagnose_trace(trace.pk)
-    trace.refresh_from_db()
-    assert trace.state == "done", trace.error
-    return trace
 
 
 def test_a_rule_runs_alone_against_a_finished_trace(logged_in, graph_trace):

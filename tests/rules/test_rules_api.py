@@ -9,21 +9,7 @@ from ingest.tasks import parse_trace
 from ingest.uploads import create_trace
 from rules.models import TeamRule
 from tests.corpus import corpus
-
-RULE = """id: team.graph-launches
-version: 1
-title: CUDA graph replays seen
-status: experimental
-severity: info
-owner: infra
-root_cause: team.graph_replays
-match:
-  launches:
-    kind: runtime
-    name: cudaGraphLaunch
-condition: launches
-explain: "{count} graph replay(s)"
-"""
+from tests.support.rule_texts import GRAPH_LAUNCHES as RULE
 
 
 def create(client, text=RULE):

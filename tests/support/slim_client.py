@@ -1,37 +1,5 @@
-"""The slim `tracedoc-client` wheel (clients/python/) built offline and installed alone into a
-fresh virtual environment, as a CI job installs it, and the running tracedoc it talks to
-(gunicorn + a Celery worker on PostgreSQL and Redis): shared by the distribution test and the
-docs/ci.md examples."""
-from __future__ import annotations
-
-import subprocess
-import sys
-from pathlib import Path
-
-import pytest
-
-from tests.support.stack import ROOT, running_stack
+"""The slim `tracedoc-client` wheel (clients/python/), installed alone into a fresh virtual
+environment by tests/tracedoc/conftest.py's `client_venv`: what it must not bring along."""
 
 # what the server needs and the client must not (`tracedoc` itself included)
 SERVER_PACKAGES = ("django", "pandas", "pyarrow", "numpy", "requests", "celery", "psycopg", "tracedoc")
-
-
-@pytest.fixture(scope="module")
-def client_venv(tmp_path_factory) -> Path:
-    """A fresh venv holding the built wheel alone; its bin/ folder."""
-    tmp = tmp_path_factory.mktemp("client")
-    built = subprocess.run([sys.executable, str(ROOT / "clients" / "python" / "build_wheel.py"), "--out",
-                            str(tmp / "dist")], capture_output=True, text=True, timeout=300)
-    assert built.returncode == 0, built.stderr
-    wheel = Path(built.stdout.strip())
-    venv = tmp / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
-    subprocess.run([venv / "bin" / "python", "-m", "pip", "install", "--quiet", "--no-deps", "--no-index",
-                    str(wheel)], check=True, timeout=300)
-    return venv / "bin"
-
-
-@pytest.fixture(scope="module")
-def stack(tmp_path_factory):
-    with running_stack(tmp_path_factory.mktemp("stack")) as s:  # skips without PostgreSQL and Redis
-        yield s

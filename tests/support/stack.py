@@ -3,6 +3,8 @@ on PostgreSQL + Redis or on the embedded default (SQLite + SQLite broker), each 
 its own database, broker queue and artifact store."""
 from __future__ import annotations
 
+import functools
+import json
 import os
 import signal
 import socket
@@ -18,6 +20,17 @@ import requests
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 PG_ADMIN = "host=127.0.0.1 port=5432 user=postgres dbname=postgres"
+
+# A serving log that takes the log parser several seconds even on a quiet machine (the line
+# prefilter parses ~20k lines a second there): time to kill a worker or drop its database
+# connections mid-parse.
+SLOW_LOG_LINES = 200_000
+_LINE = "2024-11-29 08:19:30,038 INFO worker.py:120 request {i} finished in 35.2 ms tokens=128\n"
+
+
+@functools.cache
+def slow_log() -> bytes:
+    return "".join(_LINE.format(i=i) for i in range(SLOW_LOG_LINES)).encode()
 
 
 def free_port() -> int:
@@ -91,6 +104,11 @@ class Stack:
         self.url = f"http://127.0.0.1:{self.port}"
         self.procs: list[subprocess.Popen] = []
         self.token = ""
+
+    @property
+    def database(self) -> str:
+        """The name of the stack's own database (its DATABASE_URL's last part)."""
+        return self.env["DATABASE_URL"].rsplit("/", 1)[1]
 
     def manage(self, *args: str) -> str:
         done = subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=self.env,
@@ -175,3 +193,31 @@ def add_workers(stack: Stack, count: int) -> list[subprocess.Popen]:
         wait_until_ready(proc, log)
         added.append(proc)
     return added
+
+
+def pool_children(pid: int) -> list[int]:
+    """A prefork worker's pool processes (Linux: the kernel's list of a process's children)."""
+    return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+
+
+def wait_for(stack: Stack, trace_id: int, ready, timeout: float = 300) -> dict:
+    """The trace as the API shows it once `ready(trace)`; fails with the stack's logs after `timeout`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        trace = stack.api("get", f"/api/v1/traces/{trace_id}/").json()
+        if ready(trace):
+            return trace
+        assert time.monotonic() < deadline, (trace["state"], trace["error"], stack.logs())
+        time.sleep(0.2)
+
+
+def part_counts(stack: Stack, trace_id: int, field: str = "kind") -> dict:
+    """The trace's part rows counted by `field` (kind; attempts of its ranges)."""
+    rows = f"ParsePart.objects.filter(trace_id={trace_id})" + (".exclude(kind='merge')" if field != "kind" else "")
+    done = subprocess.run(
+        [sys.executable, "manage.py", "shell", "-c",
+         "import json; from collections import Counter; from ingest.parts import ParsePart; "
+         f"print(json.dumps(Counter(str(v) for v in {rows}.values_list('{field}', flat=True))))"],
+        cwd=ROOT, env=stack.env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])

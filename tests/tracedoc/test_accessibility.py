@@ -9,8 +9,8 @@ import pytest
 
 from diagnosis.models import ClusterRecord
 from hosts.models import Host
+from tests.support.diagnosed_traces import diagnosed
 from tests.support.fixtures import SHOTS, log_in
-from tests.diagnosis.test_timeline_api import diagnosed
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 

@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 
 from tests.corpus import corpus
-from tests.support.live_stack import live_tracedoc, worker  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.timeout(300)
 GENERATOR = Path(sys.executable).parent / "openapi-python-client"
@@ -39,7 +38,7 @@ def generated_client(alice_api, tmp_path):
             del sys.modules[name]
 
 
-def test_a_generated_client_uploads_and_reads_a_typed_report(generated_client, live_tracedoc, corpus_dir):  # noqa: F811
+def test_a_generated_client_uploads_and_reads_a_typed_report(generated_client, live_tracedoc, corpus_dir):
     gen = generated_client
     create = importlib.import_module("tracedoc_generated.api.v1.v1_traces_create")
     read_report = importlib.import_module("tracedoc_generated.api.v1.v1_traces_report_retrieve")

@@ -1,14 +1,19 @@
 """Every error answer of the API is an RFC 9457 problem document (`application/problem+json`
 with `type`, `title`, `status`, `detail`): a bad request (400), no token (401), a trace or a URL
 that is not there (404), an upload too large or past the team's quota (413), too many uploads
-(429). The upload's answers match the OpenAPI schema the server publishes."""
+(429), an internal error (500). A Django ValidationError a helper raises (the team a user named
+is not theirs) is a 400, not a 500. The upload's answers match the OpenAPI schema the server
+publishes."""
 from __future__ import annotations
 
 import io
 
 import pytest
 from django.core.cache import cache
+from django.test import Client
 from rest_framework.test import APIClient
+
+from diagnosis.models import SLODefinition
 
 from ingest.api.problems import PROBLEM_CONTENT_TYPE, PROBLEM_TYPE_BASE
 from ingest.models import Trace
@@ -99,3 +104,40 @@ def test_too_many_uploads_is_a_429_with_retry_after(settings, alice_api, no_work
     body = problem(response, 429, "throttled")
     assert body["retry_after_s"] == int(response["Retry-After"]) > 0
     assert_matches_schema(alice_api, "post", "/api/v1/traces/", 429, body, PROBLEM_CONTENT_TYPE)
+
+
+def test_a_team_not_yours_is_a_400_naming_it_not_a_500(alice_api, charlie):
+    body = problem(alice_api.get("/api/v1/slos/effective/?team=other"), 400, "invalid")
+    assert "not a member of a team 'other'" in body["detail"]
+    assert problem(alice_api.get("/api/v1/slos/effective/?team=nope"), 400, "invalid")
+    assert alice_api.get("/api/v1/slos/effective/?team=infra").status_code == 200
+
+
+def test_a_user_of_several_teams_is_asked_which_one(alice_api, alice, other):
+    other.members.add(alice)
+    body = problem(alice_api.get("/api/v1/slos/effective/"), 400, "invalid")
+    assert "several teams" in body["detail"]
+    assert alice_api.get("/api/v1/slos/effective/?team=other").status_code == 200
+
+
+def test_a_request_django_refuses_before_any_view_is_a_400_problem(alice_api, client):
+    body = problem(alice_api.get("/api/v1/traces/", HTTP_HOST="evil.example"), 400, "bad-request")
+    assert "evil.example" in body["detail"]
+    page = client.get("/", HTTP_HOST="evil.example")
+    assert page.status_code == 400 and page["Content-Type"].startswith("text/html")
+
+
+def test_an_internal_error_under_the_api_is_a_500_problem_without_the_traceback(monkeypatch, alice, caplog):
+    def broken(self, team):
+        raise RuntimeError("secret internals")
+
+    monkeypatch.setattr(type(SLODefinition.objects), "effective_for", broken)
+    client = Client(raise_request_exception=False)
+    client.force_login(alice)
+    response = client.get("/api/v1/slos/effective/")
+    body = problem(response, 500, "internal-error")
+    assert "secret internals" not in response.content.decode()
+    assert "logged on the server" in body["detail"]
+    assert any("secret internals" in str(r.exc_info[1]) for r in caplog.records if r.exc_info)
+    page = client.get("/nonexistent-page-500/")  # pages keep Django's own answers
+    assert page.status_code == 404 and page["Content-Type"].startswith("text/html")

@@ -2,25 +2,8 @@
 sends it again once the broker is back; an upload that reached the broker is never sent twice."""
 import io
 
-import pytest
-
 from ingest.models import Trace
-from tests.support.fixtures import fresh_connections
-from tracedoc.celery import app
 from tracedoc.workflow import reconcile_traces
-
-
-@pytest.fixture
-def dead_broker():
-    """Point Celery at a port nothing listens on (a real connection attempt, refused)."""
-    # the Django-namespaced key, as the settings set it: a plain `broker_url` would shadow
-    # it for every later test that points Celery at a broker of its own
-    old = app.conf.broker_url
-    app.conf.update(CELERY_BROKER_URL="redis://127.0.0.1:9/0")
-    fresh_connections()
-    yield
-    app.conf.update(CELERY_BROKER_URL=old)
-    fresh_connections()
 
 
 def test_upload_survives_a_dead_broker(alice_api, dead_broker, django_capture_on_commit_callbacks):

@@ -4,7 +4,7 @@ command as the CI runner would run it (bash -eo pipefail, the runner's variables
 expected exit status, and the files the later steps read.
 
 `tracedoc` on the PATH is the slim client as the jobs install it: the `tracedoc-client` wheel in
-a bare virtual environment (tests/support/slim_client.py builds it), so the examples also show that
+a bare virtual environment (tests/tracedoc/conftest.py builds it), so the examples also show that
 `tracedoc submit` needs none of the server's packages."""
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from tests.corpus import corpus
-from tests.support.slim_client import SERVER_PACKAGES, client_venv, stack  # noqa: F401  (fixtures)
+from tests.support.slim_client import SERVER_PACKAGES
 from tests.support.stack import ROOT
 
 pytestmark = pytest.mark.timeout(400)
@@ -36,7 +36,7 @@ def blocks(lang: str) -> list[str]:
 
 
 @pytest.fixture
-def job_dir(tmp_path, corpus_dir, client_venv):  # noqa: F811
+def job_dir(tmp_path, corpus_dir, client_venv):
     """The checkout a job runs in: the benchmark's traces, and the slim client's bin/ (its
     `tracedoc`) to put first on the PATH."""
     work = tmp_path / "job"
@@ -69,7 +69,7 @@ def test_the_slim_client_imports_no_server_package(job_dir):
     assert "--also" in help_text.stdout
 
 
-def test_the_github_actions_job_runs(job_dir, stack):  # noqa: F811
+def test_the_github_actions_job_runs(job_dir, stack):
     work, slim = job_dir
     [workflow] = [yaml.safe_load(b) for b in blocks("yaml") if "runs-on" in b]
     summary = work / "step_summary.md"
@@ -98,7 +98,7 @@ def test_the_github_actions_job_runs(job_dir, stack):  # noqa: F811
     assert traces[0]["name"] == "PR 7"
 
 
-def test_the_gitlab_job_and_the_curl_example_run(job_dir, stack):  # noqa: F811
+def test_the_gitlab_job_and_the_curl_example_run(job_dir, stack):
     work, slim = job_dir
     [pipeline] = [yaml.safe_load(b) for b in blocks("yaml") if "before_script" in b]
     job = pipeline["tracedoc"]

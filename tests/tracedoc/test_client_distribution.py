@@ -15,8 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.corpus import corpus
-from tests.support.live_stack import live_tracedoc, worker  # noqa: F401  (fixtures)
-from tests.support.slim_client import SERVER_PACKAGES, client_venv, stack  # noqa: F401  (fixtures)
+from tests.support.slim_client import SERVER_PACKAGES
 from tests.support.stack import ROOT
 
 pytestmark = pytest.mark.timeout(400)
@@ -61,7 +60,7 @@ def test_a_submit_round_trip_gates_on_the_diagnosis(client_venv, stack, corpus_d
     assert f"/traces/{trace['id']}/" in (tmp_path / "out.md").read_text()
 
 
-def test_refused_uploads_say_why_and_exit_2(client_venv, live_tracedoc, settings, tmp_path):  # noqa: F811
+def test_refused_uploads_say_why_and_exit_2(client_venv, live_tracedoc, settings, tmp_path):
     log = tmp_path / "rank0.log"
     log.write_text("x" * 500)
     settings.TRACEDOC_MAX_UPLOAD_BYTES = 100  # the live server runs in this process: it reads this

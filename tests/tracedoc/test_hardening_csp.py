@@ -2,7 +2,6 @@
 only, and the pages still work under it in a real browser (no violation reported)."""
 import pytest
 
-from tests.support.fixtures import CHROMIUM  # noqa: F401  (the browser fixture skips without it)
 from tests.support.fixtures import log_in
 
 

@@ -10,8 +10,7 @@ import time
 
 import pytest
 
-from tests.support.stack import ROOT, running_stack
-from tests.ingest.test_worker_killed import wait_for
+from tests.support.stack import ROOT, running_stack, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 

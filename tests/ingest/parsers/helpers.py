@@ -1,8 +1,11 @@
-"""One way to run a parser in a test: a file in, its events as a DataFrame and its ParseReport out.
+"""One way to run a parser in a test: a file in, its events as a DataFrame and what the parser
+said of it out.
 
 `parse_to_frame` goes the service's way (detect the format, `parse_artifact` -> Parquet, read
-back); `parse_with` calls one parser module directly (its keyword options, no detection).
-Both give the same frame shape: name-like columns as plain strings, `a` the decoded attrs.
+back; its ParseReport); `parse_result` goes the pipeline's way (`parse_one`: the artifact's
+result as a trace stores it, error included); `parse_with` calls one parser module directly
+(its keyword options, no detection). All give the same frame shape: name-like columns as plain
+strings, `a` the decoded attrs.
 """
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ingest.artifact_results import ArtifactResult, parse_one
 from ingest.events import EventSink, ParseReport
 from ingest.parse import parse_artifact
 
@@ -25,6 +29,11 @@ def parse_to_frame(path: Path, tmp_path: Path) -> tuple[pd.DataFrame, ParseRepor
     out = tmp_path / (path.name + ".parquet")
     report = parse_artifact(path, out, path.name)
     return _frame(pq.read_table(out)), report
+
+
+def parse_result(path: Path, tmp_path: Path, name: str | None = None) -> tuple[ArtifactResult, pd.DataFrame | None]:
+    result = parse_one(name or path.name, path, tmp_path)
+    return result, (_frame(pq.read_table(result.parquet)) if result.parquet else None)
 
 
 def parse_with(module, path: Path, **kwargs) -> tuple[pd.DataFrame, ParseReport]:

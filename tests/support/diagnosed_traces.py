@@ -1,0 +1,25 @@
+"""Corpus traces stored, parsed and diagnosed in the test's process, and what their reports say."""
+from django.core.files.uploadedfile import SimpleUploadedFile
+
+from diagnosis.tasks import diagnose_trace
+from diagnosis.timeline_store import forget_all
+from ingest.models import Trace
+from ingest.tasks import parse_trace
+from ingest.uploads import create_trace
+from tests.corpus import corpus
+
+
+def diagnosed(team, user, *parts: str):
+    folder = corpus("h200", *parts)
+    files = [SimpleUploadedFile(p.name, p.read_bytes()) for p in sorted(folder.iterdir()) if p.is_file()]
+    trace = create_trace(team, user, files, name=parts[-1])
+    parse_trace(trace.pk)
+    diagnose_trace(trace.pk)
+    trace.refresh_from_db()
+    assert trace.state == "done", trace.error
+    forget_all()
+    return trace
+
+
+def rule_ids(trace: Trace) -> set[str]:
+    return {f["rule_id"] for f in trace.report["findings"]}
