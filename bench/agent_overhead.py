@@ -39,10 +39,14 @@
    clock is read once per window (one ~1 us NVML call) to tell a clock change from the agent.
 
 Workloads: `launch` is launch-bound, like decoding at batch 1: 24 x Linear(2048, 2048) bf16
-at batch 1, each followed by GELU, torch.cuda.synchronize() every step. `gpu` is GPU-bound:
-one 8192^3 bf16 matmul per step, synchronized.
+at batch 1, each followed by GELU, torch.cuda.synchronize() every step. `decode` is
+launch-bound with another shape, a decoding step at batch 1: 4 pre-norm transformer blocks
+(d=2048, 16 heads; LayerNorm, QKV matmul, the new key and value written into a 512-token
+cache, q.K^T, softmax, .V, output matmul, LayerNorm, 4x MLP with GELU, residuals; 64 small
+kernels a step on the H200, by torch.profiler), synchronized every step. `gpu` is GPU-bound: one 8192^3 bf16 matmul per step,
+synchronized.
 
-Case keys: name, interval (the agent's --interval, s), workload (launch|gpu), cycles,
+Case keys: name, interval (the agent's --interval, s), workload (launch|decode|gpu), cycles,
 agent (a folder holding the `agent` package to run, default this checkout; `none`: the A/A
 control, a process that only sleeps; `probe-pcie` runs
 a probe that only makes the PCIe throughput queries of the agent as it was on main: TX and
@@ -78,7 +82,7 @@ UNREACHABLE = "http://127.0.0.1:9"  # the discard port: connection refused, bund
 def nvml_latencies(n: int, budget_s: float) -> tuple[dict, list[dict]]:
     """({gpu facts}, [{call, median_us, p90_us, n, error}]) for GPU 0; ({}, []) without NVML."""
     try:
-        import pynvml as nv
+        import pynvml as nv  # optional: absent or driverless hosts skip the table, not the bench
         nv.nvmlInit()
     except Exception as e:  # ImportError or NVMLError: no driver, no GPU
         print(f"agent_overhead: NVML unavailable ({e}); NVML latencies skipped")
@@ -92,7 +96,7 @@ def nvml_latencies(n: int, budget_s: float) -> tuple[dict, list[dict]]:
     except nv.NVMLError:
         pass
     sys.path.insert(0, str(ROOT))
-    from agent import nvml_sampler as ns
+    from agent import nvml_sampler as ns  # this checkout's, once ROOT is on sys.path
 
     def xid_poll():
         try:
@@ -168,7 +172,7 @@ def pin_workload(cpu: int | None) -> set[int] | None:
 def sm_clock_reader():
     """A function returning GPU 0's SM clock in MHz (None without NVML)."""
     try:
-        import pynvml as nv
+        import pynvml as nv  # optional: without it the SM clock column stays empty
         nv.nvmlInit()
         h = nv.nvmlDeviceGetHandleByIndex(0)
         return lambda: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM)
@@ -177,7 +181,7 @@ def sm_clock_reader():
 
 
 def make_workload(kind: str, log_path: Path):
-    import torch
+    import torch  # torch only on the GPU machine: --help, --recompute and the tests run without it
     dev = torch.device("cuda:0")
     torch.manual_seed(0)
     if kind == "launch":
@@ -189,6 +193,26 @@ def make_workload(kind: str, log_path: Path):
             x = x0
             for layer in layers:
                 x = gelu(layer(x))
+    elif kind == "decode":  # 4 pre-norm transformer blocks, one token against a 512-token KV cache
+        d, heads, ctx = 2048, 16, 512
+        hd, bf16 = d // heads, torch.bfloat16
+        lin = lambda i, o: torch.nn.Linear(i, o, device=dev, dtype=bf16)
+        norm = lambda: torch.nn.LayerNorm(d, device=dev, dtype=bf16)
+        blocks = [(norm(), lin(d, 3 * d), lin(d, d), norm(), lin(d, 4 * d), lin(4 * d, d),
+                   torch.randn(heads, ctx, hd, device=dev, dtype=bf16),
+                   torch.randn(heads, ctx, hd, device=dev, dtype=bf16)) for _ in range(4)]
+        x0 = torch.randn(1, d, device=dev, dtype=bf16)
+        gelu, softmax = torch.nn.functional.gelu, torch.softmax
+
+        def body():
+            x = x0
+            for ln1, qkv, out, ln2, up, down, k, v in blocks:
+                q, k_new, v_new = qkv(ln1(x)).view(3, heads, 1, hd)
+                k[:, -1:].copy_(k_new)  # the new token's key and value into the cache's last slot
+                v[:, -1:].copy_(v_new)
+                att = softmax((q @ k.transpose(1, 2)) * hd ** -0.5, dim=-1)
+                x = x + out((att @ v).view(1, d))
+                x = x + down(gelu(up(ln2(x))))
     elif kind == "gpu":
         a = torch.randn(8192, 8192, device=dev, dtype=torch.bfloat16)
         b = torch.randn(8192, 8192, device=dev, dtype=torch.bfloat16)
@@ -196,7 +220,7 @@ def make_workload(kind: str, log_path: Path):
         def body():
             torch.mm(a, b)
     else:
-        raise SystemExit(f"agent_overhead: unknown workload {kind!r} (launch or gpu)")
+        raise SystemExit(f"agent_overhead: unknown workload {kind!r} (launch, decode or gpu)")
     log = open(log_path, "ab", buffering=0)
     count = 0
 
@@ -309,7 +333,7 @@ class Agent:
 
 def probe_pcie() -> int:
     """The PCIe throughput queries of the agent on main, alone: TX and RX, every GPU, each second."""
-    import pynvml as nv
+    import pynvml as nv  # only in the --probe-pcie child, which needs NVML and nothing else
     nv.nvmlInit()
     handles = [nv.nvmlDeviceGetHandleByIndex(i) for i in range(nv.nvmlDeviceGetCount())]
     stop = []
@@ -468,7 +492,7 @@ def parse_case(text: str, default_cycles: int) -> dict:
 
 def cuda_reason() -> str:
     try:
-        import torch
+        import torch  # optional: its absence is the reason this returns
     except ImportError:
         return "PyTorch is not installed"
     if not torch.cuda.is_available():
@@ -511,6 +535,10 @@ def recompute(path: Path) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The bench's command line: parse the arguments, then a hidden probe mode, --recompute, or the
+    NVML table and each case in turn, saving the JSON after each case. One function on purpose: it
+    reads top to bottom as the run's script, and its steps share the parsed arguments, the host facts
+    and the results list that the nested save() writes, which split functions would only pass around."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--case", action="append", default=[], help="name=..,interval=..,workload=..,cycles=..,agent=..")
     p.add_argument("--toggle", choices=("stop", "restart"), default="stop",
@@ -568,7 +596,7 @@ def main(argv: list[str] | None = None) -> int:
     elif not facts:
         print("agent_overhead: the agent would have no GPU to sample; the ABAB workload measurements are skipped")
     else:
-        import torch
+        import torch  # only once cuda_reason() found it and a GPU; the version goes into the facts
         facts["torch"] = torch.__version__
         for case in cases:
             with tempfile.TemporaryDirectory(prefix="agent-overhead-") as tmp:
