@@ -54,12 +54,13 @@ class AuditEntrySerializer(serializers.ModelSerializer):
 
 
 class AuditQuerySerializer(serializers.Serializer):
-    """Filters of the audit log (query parameters of the API and of the page)."""
-    object_type = serializers.ChoiceField(choices=sorted(AUDITED), required=False)
-    action = serializers.ChoiceField(choices=AuditEntry.Action.choices, required=False)
-    actor = serializers.CharField(max_length=150, required=False)
-    team = serializers.SlugField(max_length=60, required=False)
-    object_id = serializers.CharField(max_length=40, required=False)
+    """Filters of the audit log (query parameters of the API and of the page). A blank one
+    (the page's form sends every field) filters nothing."""
+    object_type = serializers.ChoiceField(choices=sorted(AUDITED), required=False, allow_blank=True)
+    action = serializers.ChoiceField(choices=AuditEntry.Action.choices, required=False, allow_blank=True)
+    actor = serializers.CharField(max_length=150, required=False, allow_blank=True)
+    team = serializers.SlugField(max_length=60, required=False, allow_blank=True)
+    object_id = serializers.CharField(max_length=40, required=False, allow_blank=True)
     # a date alone (the page's date inputs) is its midnight, in the server's time zone
     since = serializers.DateTimeField(required=False, input_formats=[ISO_8601, "%Y-%m-%d"],
                                       help_text="entries at or after this time")

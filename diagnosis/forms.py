@@ -64,6 +64,8 @@ class ListValuesInput(forms.TextInput):
 class LabelFilterField(forms.Field):
     """`key=value` pairs, repeated or comma-separated."""
     widget = ListValuesInput
+    # what to_python accepts, for the API schema: pairs with a non-blank key, blanks skipped
+    pattern = r"^([^,=]*[^,=\s][^,=]*=[^,]*)?(,([^,=]*[^,=\s][^,=]*=[^,]*)?)*$"
 
     def to_python(self, value) -> list[tuple[str, str]]:
         raw = value if isinstance(value, (list, tuple)) else [value or ""]

@@ -92,7 +92,8 @@ class Range:
         now = now or timezone.now()
         end = filters.get("last_seen_before") or now
         start = filters.get("last_seen_after") or end - timedelta(days=filters.get("period") or DEFAULT_PERIOD_DAYS)
-        return cls(start=start, end=end)
+        # after > before: nothing matches, and the per-day chart is the one day at the end
+        return cls(start=min(start, end), end=end)
 
     def days(self) -> list[date]:
         first, last = self.start.date(), self.end.date()

@@ -39,3 +39,12 @@ class BoundedLimitOffsetPagination(LimitOffsetPagination):
 
     def get_offset(self, request: Request) -> int:
         return _bounded_int(request, self.offset_query_param, 0, 0, MAX_OFFSET)
+
+    def get_schema_operation_parameters(self, view) -> list[dict]:
+        """DRF's two parameters with the bounds checked above, so a client knows them."""
+        bounds = {self.limit_query_param: {"minimum": 1, "maximum": self.max_limit},
+                  self.offset_query_param: {"minimum": 0, "maximum": MAX_OFFSET}}
+        parameters = super().get_schema_operation_parameters(view)
+        for parameter in parameters:
+            parameter["schema"].update(bounds.get(parameter["name"], {}))
+        return parameters

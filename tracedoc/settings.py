@@ -276,6 +276,11 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # request and response components apart: a request's required text says minLength 1 (DRF
+    # refuses it blank) and a generated client gets upload models with files
+    "COMPONENT_SPLIT_REQUEST": True,
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums",
+                             "tracedoc.openapi_problems.document_problems"],
     # one name per choice set that two fields share or whose field names collide
     "ENUM_NAME_OVERRIDES": {
         "SeverityEnum": "diagnosis.models.SEVERITY_CHOICES",

@@ -8,11 +8,15 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from diagnosis.models import SLODefinition
+from diagnosis.slis import SLI_FUNCTIONS
 from ingest.uploads import team_for_upload
 
 
 class SLOSerializer(serializers.ModelSerializer):
     team = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    # a choice, so the schema lists the SLIs; the message is the model's own (SLODefinition.clean)
+    sli = serializers.ChoiceField(choices=sorted(SLI_FUNCTIONS), error_messages={
+        "invalid_choice": f"unknown SLI '{{input}}'; known: {', '.join(sorted(SLI_FUNCTIONS))}"})
 
     class Meta:
         model = SLODefinition

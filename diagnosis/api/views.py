@@ -4,9 +4,10 @@ re-diagnosis of a stored trace."""
 from __future__ import annotations
 
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
+from rest_framework.exceptions import NotFound
 from rest_framework.generics import get_object_or_404
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -20,19 +21,14 @@ from diagnosis.models import ClusterRecord
 from diagnosis.rediagnose import BrokerUnavailable, RediagnoseRefused, rediagnose
 from ingest.api.problems import problem
 from ingest.models import Trace
+from tracedoc.form_parameters import query_parameters
 
-STREAM_PARAMETERS = [
-    OpenApiParameter("status", str, many=True, description="open, acknowledged, resolved, ignored, regressed"),
-    OpenApiParameter("severity", str, many=True), OpenApiParameter("min_severity", str),
-    OpenApiParameter("root_cause", str), OpenApiParameter("host", str),
-    OpenApiParameter("label", str, many=True, description="key=value, repeatable"), OpenApiParameter("slo", str),
-    *(OpenApiParameter(f"{f}_{side}", OpenApiTypes.DATETIME) for f in ("first_seen", "last_seen")
-      for side in ("after", "before")),
-    OpenApiParameter("q", str, description="free text in title, root cause, fingerprint, why grouped"),
-    OpenApiParameter("assignee", str, description="a username, me or none"),
-    OpenApiParameter("sort", str, enum=list(stream.SORTS)),
-    OpenApiParameter("period", int, description="days of per-day counts; 'new' = first seen since then"),
-]
+STREAM_PARAMETERS = query_parameters(StreamFilterForm, many=("label",), descriptions={
+    "status": "open, acknowledged, resolved, ignored, regressed; repeatable",
+    "label": "key=value, repeatable",
+    "q": "free text in title, root cause, fingerprint, why grouped",
+    "period": "days of per-day counts; 'new' = first seen since then",
+})
 
 
 class ClusterViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.UpdateModelMixin,
@@ -71,16 +67,17 @@ class ClusterViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Up
         entry = cluster.change(request.user, text=body.validated_data["text"])[0]
         return Response(ActivitySerializer(entry).data, status=status.HTTP_201_CREATED)
 
-    @extend_schema(request=BulkStatusSerializer, responses={200: OpenApiTypes.OBJECT})
+    @extend_schema(request=BulkStatusSerializer, responses={200: OpenApiTypes.OBJECT, 404: OpenApiTypes.OBJECT})
     @action(detail=False, methods=["post"])
     def bulk(self, request):
-        """One status for several clusters: `{"ids": [...], "status": "acknowledged"}`."""
+        """One status for several clusters: `{"ids": [...], "status": "acknowledged"}`. An id that
+        names no cluster of your teams is a 404 and nothing changes."""
         body = BulkStatusSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         clusters = list(self.get_queryset().filter(pk__in=body.validated_data["ids"]))
         missing = set(body.validated_data["ids"]) - {c.pk for c in clusters}
         if missing:
-            raise serializers.ValidationError({"ids": [f"no cluster {i} in your teams" for i in sorted(missing)]})
+            raise NotFound(f"no cluster {', '.join(map(str, sorted(missing)))} in your teams; nothing was changed")
         for cluster in clusters:
             cluster.change(request.user, status=body.validated_data["status"])
         return Response({"updated": sorted(c.pk for c in clusters), "status": body.validated_data["status"]})

@@ -80,7 +80,7 @@ class UploadedFileField(serializers.FileField):
 
 
 class TraceUploadSerializer(serializers.Serializer):
-    files = serializers.ListField(child=UploadedFileField(allow_empty_file=True), allow_empty=False,
+    files = serializers.ListField(child=UploadedFileField(allow_empty_file=True), allow_empty=False, min_length=1,
                                   help_text="the trace's files (repeat the field); archives (tar, tar.gz, zip) are expanded")
     name = serializers.CharField(required=False, allow_blank=True, max_length=200)
     labels = serializers.CharField(required=False, allow_blank=True,

@@ -76,7 +76,8 @@ def test_bulk_status_through_the_api(alice_api, charlie, infra, other):
     theirs = ClusterRecord.objects.get(team=other).pk
     response = alice_api.post("/api/v1/clusters/bulk/", {"ids": [mine[2], theirs], "status": "ignored"},
                               format="json")
-    assert response.status_code == 400
+    assert response.status_code == 404  # another team's cluster is not there for alice
+    assert response.json()["detail"] == f"no cluster {theirs} in your teams; nothing was changed"
     assert ClusterRecord.objects.get(pk=mine[2]).status == "open"
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from ingest.api.problems import PROBLEM_TYPE_BASE
 from tests.corpus import corpus
 
 pytestmark = pytest.mark.timeout(300)
@@ -50,7 +51,7 @@ def test_a_generated_client_uploads_and_reads_a_typed_report(generated_client, l
     paths = sorted(corpus("h200", "cudagraph_abort").iterdir())
     handles = [p.open("rb") for p in paths]
     try:
-        body = models.TraceUpload(files=[File(payload=h, file_name=p.name) for h, p in zip(handles, paths)],
+        body = models.TraceUploadRequest(files=[File(payload=h, file_name=p.name) for h, p in zip(handles, paths)],
                                   labels="branch=main,ci=true")
         trace = create.sync(client=client, body=body, wait=120)
     finally:
@@ -68,5 +69,6 @@ def test_a_generated_client_uploads_and_reads_a_typed_report(generated_client, l
     assert {c.root_cause for c in report.clusters} >= {"cuda_graph.host_sync_in_capture"}
     assert {a.path for a in report.trace.artifacts} == {p.name for p in paths}
 
-    missing = read_report.sync(id=trace.id + 1000, client=client)  # not a trace of ours: no model
-    assert missing is None
+    missing = read_report.sync(id=trace.id + 1000, client=client)  # not a trace of ours: a typed problem
+    assert isinstance(missing, models.Problem)
+    assert (missing.status, missing.type_) == (404, PROBLEM_TYPE_BASE + "not-found")
