@@ -276,7 +276,7 @@ def run_capture(program: str, out: Path, duration_s: float, max_bytes: int = DEF
             proc.wait()
     prog_path.unlink(missing_ok=True)
     if _size(out) > max_bytes + MAPS_ALLOWANCE:
-        _cut_at_line(out, max_bytes + MAPS_ALLOWANCE)
+        _cut_keeping_maps(out, max_bytes)
         truncated = True
     events, error = _scan(out)
     return EbpfResult(out, started_ns, mono_ns, time.monotonic() - t0, proc.returncode, truncated, events, error, notes)
@@ -294,6 +294,22 @@ def _size(path: Path) -> int:
         return path.stat().st_size
     except OSError:
         return 0
+
+
+def _cut_keeping_maps(path: Path, limit: int) -> None:
+    """The event lines cut at `limit` (at a line end), then the maps bpftrace printed when it
+    exited (from the first `@` line of the last MAPS_ALLOWANCE bytes): between our SIGINT and
+    its exit a busy probe can write far more than the allowance, and the histograms at the end
+    are what a capture is for."""
+    size = _size(path)
+    with open(path, "r+b") as f:
+        f.seek(max(0, size - MAPS_ALLOWANCE))
+        tail = f.read()
+        at = tail.find(b"\n@")
+        maps = tail[at:] if at >= 0 else b""
+    _cut_at_line(path, limit)
+    with open(path, "ab") as f:
+        f.write(maps)
 
 
 def _cut_at_line(path: Path, limit: int) -> None:

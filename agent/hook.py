@@ -108,8 +108,8 @@ class CaptureHook:
             self._done([], f"{type(e).__name__}: {e}")
 
     def _start_profiler(self, steps: int) -> None:
-        import torch
-        from torch.profiler import ProfilerActivity, profile
+        import torch  # only when a capture runs: until then the hook imports the standard library alone
+        from torch.profiler import ProfilerActivity, profile  # with torch: only when a capture runs
         activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
         self._profiler = profile(activities=activities)
         self._profiler.start()
@@ -127,8 +127,8 @@ class CaptureHook:
 
     @staticmethod
     def _dump_flight_recorder(out: Path) -> str:
-        import torch.distributed as dist  # noqa: F401  (loads the c10d bindings)
-        from torch._C import _distributed_c10d as c10d
+        import torch.distributed as dist  # noqa: F401  (loads the c10d bindings; torch only when a capture runs)
+        from torch._C import _distributed_c10d as c10d  # with torch: only when a capture runs
         dump = getattr(c10d, "_dump_nccl_trace", None)
         if dump is None:
             raise RuntimeError("this PyTorch has no NCCL flight recorder (built without NCCL?)")

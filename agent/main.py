@@ -19,6 +19,16 @@ import time
 from pathlib import Path
 
 from agent import __version__
+from agent.capture import Capture, base_labels, run_loop
+from agent.dumps import DumpWatcher
+from agent.ebpf import (
+    EbpfOptions, render_program, resolve_libcudart, run_capture, start_ebpf_thread, unavailable_reason,
+)
+from agent.nvml_sampler import NvmlReader, NvmlUnavailable, Sampler, gpu_inventory, open_sampler
+from agent.on_demand import OnDemand
+from agent.placement import place_thread
+from agent.spool import Spool
+from agent.tailer import LogTailer
 
 log = logging.getLogger("agent")
 
@@ -73,8 +83,7 @@ def read_token(args) -> str:
 
 
 def _open(args):
-    from agent.spool import Spool
-    from agent.uploader import ApiClient, Shipper
+    from agent.uploader import ApiClient, Shipper  # requests, ~40 ms of imports: `sample` and `ebpf` ship nothing
     spool = Spool(args.spool, args.spool_max)
     shipper = None
     if args.server:
@@ -92,24 +101,16 @@ def _token(args) -> str:
 def _heartbeat(args, spool, shipper, host: str, setup=None):
     """A heartbeat factory for `run` and `wrap` (None without a server or with --no-heartbeat):
     its own HTTP session, so it never waits on an upload in flight."""
-    from agent.heartbeat import Heartbeat
-    from agent.nvml_sampler import gpu_inventory
-    from agent.uploader import ApiClient
     if not args.server or not args.heartbeat:
         return None
+    from agent.heartbeat import Heartbeat  # imports requests (through the uploader): only with a server
+    from agent.uploader import ApiClient  # requests: only with a server
     client = ApiClient(args.server, _token(args))
     return lambda on_demand: Heartbeat(client, host, spool, shipper, args.heartbeat, on_demand,
                                        gpus=gpu_inventory, setup=setup)
 
 
 def cmd_run(args) -> int:
-    from agent.capture import Capture, base_labels, run_loop
-    from agent.dumps import DumpWatcher
-    from agent.nvml_sampler import open_sampler
-    from agent.on_demand import OnDemand
-    from agent.placement import place_thread
-    from agent.tailer import LogTailer
-
     if not args.server:
         raise SystemExit("tracedoc-agent run: give --server (or set TRACEDOC_SERVER)")
     place_thread(args.nice, args.cpus)  # before any other thread starts: they inherit it
@@ -132,7 +133,6 @@ def cmd_run(args) -> int:
         heartbeat = heartbeat(OnDemand(Path(capture_dir), spool, labels, shipper.submit, args.capture_timeout)).start()
         log.info("heartbeat every %.0f s; on-demand captures go through %s", args.heartbeat, capture_dir)
     if args.ebpf:
-        from agent.ebpf import start_ebpf_thread
         start_ebpf_thread(_ebpf_options(args), spool, stop)
     log.info("capturing into %s; shipping to %s every %.0f s", spool.root, args.server, args.ship_every)
 
@@ -153,10 +153,7 @@ def cmd_run(args) -> int:
 
 
 def cmd_wrap(args) -> int:
-    from agent.capture import base_labels
-    from agent.nvml_sampler import open_sampler
-    from agent.placement import place_thread
-    from agent.wrap import wrap
+    from agent.wrap import wrap  # imports requests (heartbeat, shipper): only for `wrap`
 
     cmd = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not cmd:
@@ -186,9 +183,6 @@ def cmd_ship(args) -> int:
 
 
 def cmd_sample(args) -> int:
-    from agent.nvml_sampler import NvmlReader, NvmlUnavailable, Sampler
-    from agent.placement import place_thread
-
     place_thread(args.nice, args.cpus)
     try:
         sampler = Sampler(NvmlReader(pcie=args.pcie), args.interval)
@@ -213,7 +207,6 @@ def cmd_sample(args) -> int:
 
 
 def _ebpf_options(args):
-    from agent.ebpf import EbpfOptions
     return EbpfOptions(window_s=args.ebpf, every_s=getattr(args, "ebpf_every", 0.0) or 0.0,
                        libcudart=args.ebpf_libcudart, pids=tuple(args.ebpf_pid), cuda=not args.ebpf_futex_only,
                        max_bytes=args.ebpf_max, min_us=args.ebpf_min_us, launches=args.ebpf_launches)
@@ -221,9 +214,6 @@ def _ebpf_options(args):
 
 def cmd_ebpf(args) -> int:
     """One capture window into a file, no server: to see what `run --ebpf` would ship."""
-    from agent.ebpf import render_program, resolve_libcudart, run_capture, unavailable_reason
-    from agent.placement import place_thread
-
     opts = _ebpf_options(args)
     if args.print_program:
         libcudart = resolve_libcudart(opts.libcudart, opts.pids) if opts.cuda else None

@@ -24,6 +24,7 @@ methods (devices, read, xid_events) or a fake pynvml.
 """
 from __future__ import annotations
 
+import ctypes
 import json
 import logging
 import socket
@@ -71,7 +72,7 @@ class NvmlReader:
     def __init__(self, pcie: bool = False, nvml=None, clock: Callable[[], float] = time.monotonic):
         if nvml is None:
             try:
-                import pynvml as nvml
+                import pynvml as nvml  # optional (nvidia-ml-py): hosts without it capture logs and dumps
             except ImportError:
                 raise NvmlUnavailable("the pynvml module is not installed (pip install nvidia-ml-py)") from None
         self.nvml, self.pcie, self.clock = nvml, pcie, clock
@@ -92,7 +93,6 @@ class NvmlReader:
 
     @staticmethod
     def _key(handle) -> int:
-        import ctypes
         try:
             return ctypes.cast(handle, ctypes.c_void_p).value or 0
         except (TypeError, ctypes.ArgumentError):
@@ -354,7 +354,7 @@ def gpu_inventory(nvml=None) -> list[dict]:
     off the sampling thread, with its own NVML session; [] where NVML is unusable."""
     if nvml is None:
         try:
-            import pynvml as nvml
+            import pynvml as nvml  # optional (nvidia-ml-py): no GPU inventory without it
         except ImportError:
             return []
     try:

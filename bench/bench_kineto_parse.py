@@ -31,7 +31,7 @@ TARGET_RSS_OVER_SIZE = 2.0
 def build_trace(out: Path, min_mb: int, transform: Callable[[list[dict]], list[dict]] | None = None) -> int:
     """Tile the source trace until the JSON is at least min_mb MB; returns its size.
     `transform` may rewrite the source's events once, before tiling (e.g. long kernel names)."""
-    from ingest.io import read_all
+    from ingest.io import read_all  # no pyarrow in importers: bench_service's driver, bench_diagnose's timed worker
     doc = orjson.loads(read_all(corpus(*SOURCE)))
     events = doc.pop("traceEvents")
     if transform is not None:
@@ -85,12 +85,12 @@ def _peak_rss_bytes() -> int:
 def worker(which: str, trace: Path) -> None:
     """Runs in a fresh interpreter: load, then print seconds and peak RSS as JSON."""
     if which == "ours":
-        from ingest.parse import parse_artifact
+        from ingest.parse import parse_artifact  # pyarrow: this worker only (see build_trace)
         started = time.perf_counter()
         report = parse_artifact(trace, trace.with_suffix(".parquet"), "bench")
         seconds, events = time.perf_counter() - started, report.events
     else:
-        from hta.trace_analysis import TraceAnalysis
+        from hta.trace_analysis import TraceAnalysis  # hta (the bench extra): only in the HTA worker
         started, cpu = time.perf_counter(), time.process_time()
         analysis = TraceAnalysis(trace_dir=str(trace.parent))
         seconds, cpu = time.perf_counter() - started, time.process_time() - cpu

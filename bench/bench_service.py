@@ -59,6 +59,7 @@ import psycopg
 import redis
 import requests
 
+from bench.bench_kineto_parse import build_trace
 from tests.support.stack import free_port, reachable, stop  # the test stacks' process helpers
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -80,7 +81,6 @@ KOMBU_SHARED_KEYS = ("unacked", "unacked_index", "unacked_mutex")
 def build_gzipped_trace(out: Path, min_mb: int) -> int:
     """Runs in a subprocess (`--build`): the tiled Kineto JSON, gzipped into `out` (the JSON
     removed); returns the JSON's size."""
-    from bench.bench_kineto_parse import build_trace
     plain = out.with_suffix("")  # rank0.pt.trace.json
     size = build_trace(plain, min_mb)
     with plain.open("rb") as src, gzip.open(out, "wb", compresslevel=6) as dst:

@@ -212,25 +212,11 @@ def build_index(events: pd.DataFrame, report: Report | None = None) -> TimelineI
     lane_of_row = keys.groupby(["group", "host", "a", "b", "depth"], sort=False).ngroup().to_numpy(np.int64)
     found = list(keys.drop_duplicates().itertuples(index=False, name=None))
     paths = [_lane_path(k, host_names, art_names, name_names_all) for k in found]
-    order_of_lane = sorted(range(len(found)), key=lambda i: _lane_sort_key(found[i], paths[i]))
-    lanes: list[Lane] = []
-    rank = np.empty(len(found), np.int64)
     name_codes, names = _strings(frame["name"]) if len(frame) else (np.zeros(0, np.int32), np.array([], object))
-    units = _lane_units(frame, lane_of_row, len(found))
     steps = _steps(report)
     bands = _bands(report)
     band_lanes = 1 + max((b.lane for b in bands), default=-1)
-    extra_lanes = band_lanes + (1 if steps is not None else 0)
-    for position, i in enumerate(order_of_lane):
-        group = _GROUP_NAMES[int(found[i][0])]
-        rank[i] = position + extra_lanes
-        lanes.append(Lane(position + extra_lanes, group, paths[i], CURVE if group == "counter" else SPANS, units[i],
-                          int(found[i][4])))
-    prefix = [Lane(i, "findings", (f"findings {i + 1}" if band_lanes > 1 else "findings",), BANDS)
-              for i in range(band_lanes)]
-    if steps is not None:
-        prefix.append(Lane(band_lanes, "steps", ("step latency",), SPANS, "ms"))
-    lanes = prefix + lanes
+    lanes, rank = _lanes(found, paths, _lane_units(frame, lane_of_row, len(found)), band_lanes, steps is not None)
 
     lane = rank[lane_of_row] if len(found) else np.zeros(0, np.int64)
     kind_codes, kind_names = _strings(frame["kind"]) if len(frame) else (np.zeros(0, np.int32), np.array([], object))
@@ -249,11 +235,7 @@ def build_index(events: pd.DataFrame, report: Report | None = None) -> TimelineI
     lane, ts, dur = lane[order], ts[order], dur[order]
     end = ts + dur
     offsets = np.searchsorted(lane, np.arange(len(lanes) + 1), side="left").astype(np.int64)
-    run_end = end.copy()
-    for i in range(len(lanes)):   # a running max per lane (lanes are few; rows are many)
-        s, e = offsets[i], offsets[i + 1]
-        if e > s:
-            np.maximum.accumulate(run_end[s:e], out=run_end[s:e])
+    run_end = _running_max(end, offsets)
     art_codes, art_names = _strings(events["artifact"])
     starts = [int(ts.min())] if len(ts) else []
     ends = [int(end.max())] if len(end) else []
@@ -266,6 +248,36 @@ def build_index(events: pd.DataFrame, report: Report | None = None) -> TimelineI
         artifact=np.where(art_codes < 0, len(art_names), art_codes), artifact_names=np.r_[art_names, np.array([""], object)],
         locs=_arrow_strings(events["loc"]), bands=bands,
         start_ns=min(starts, default=0), end_ns=max(ends, default=0))
+
+
+def _lanes(found: list[tuple], paths: list[tuple[str, ...]], units: list[str], band_lanes: int,
+           has_steps: bool) -> tuple[list[Lane], np.ndarray]:
+    """All lanes in page order (the finding bands, the step latency, then the `found` lanes by
+    `_lane_sort_key`), and the lane id of each of `found`."""
+    extra_lanes = band_lanes + (1 if has_steps else 0)
+    order_of_lane = sorted(range(len(found)), key=lambda i: _lane_sort_key(found[i], paths[i]))
+    lanes: list[Lane] = []
+    rank = np.empty(len(found), np.int64)
+    for position, i in enumerate(order_of_lane):
+        group = _GROUP_NAMES[int(found[i][0])]
+        rank[i] = position + extra_lanes
+        lanes.append(Lane(position + extra_lanes, group, paths[i], CURVE if group == "counter" else SPANS, units[i],
+                          int(found[i][4])))
+    prefix = [Lane(i, "findings", (f"findings {i + 1}" if band_lanes > 1 else "findings",), BANDS)
+              for i in range(band_lanes)]
+    if has_steps:
+        prefix.append(Lane(band_lanes, "steps", ("step latency",), SPANS, "ms"))
+    return prefix + lanes, rank
+
+
+def _running_max(end: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """The running maximum of `end` within each lane's rows (`offsets[i]:offsets[i + 1]`)."""
+    run_end = end.copy()
+    for i in range(len(offsets) - 1):   # lanes are few; rows are many
+        s, e = offsets[i], offsets[i + 1]
+        if e > s:
+            np.maximum.accumulate(run_end[s:e], out=run_end[s:e])
+    return run_end
 
 
 def _arrow_strings(column: pd.Series) -> pa.Array:

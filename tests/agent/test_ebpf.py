@@ -313,6 +313,18 @@ def test_output_bound_interrupts_and_keeps_the_histograms(tmp_path):
     assert (df.name == "futex_wait_us").sum() == 1 and (df.name == "futex_wait").sum() == result.events
 
 
+def test_a_cut_far_past_the_bound_keeps_the_maps_printed_at_exit(tmp_path):
+    out = tmp_path / "out.txt"
+    maps = b"\n@futex_wait_us: \n[4K, 8K)    12 |@@@@|\n\n@malloc_bytes: \n[1K, 2K)   3 |@|\n"
+    events = b"".join(b"%d tid=1 futex_wait_us=9\n" % (10**6 + i) for i in range(150_000))  # ~4 MB
+    out.write_bytes(events + maps)
+    ebpf._cut_keeping_maps(out, 100_000)
+    data = out.read_bytes()
+    assert data.endswith(maps) and len(data) <= 100_000 + len(maps)
+    lines = data[:-len(maps)].splitlines()
+    assert lines and all(re.fullmatch(rb"\d+ tid=1 futex_wait_us=9", line) for line in lines)
+
+
 def test_cut_at_a_line(tmp_path):
     out = tmp_path / "out.txt"
     out.write_bytes(b"".join(b"%d tid=1 futex_wait_us=9\n" % (10**6 + i) for i in range(10_000)))

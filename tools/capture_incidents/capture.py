@@ -33,6 +33,7 @@ import subprocess
 import sys
 import threading
 import time
+from datetime import timedelta
 from pathlib import Path
 
 PG_TIMEOUT_S = 10          # short, so the timeout incidents end quickly
@@ -64,9 +65,8 @@ class Ranked:
     """What every 2-rank program shares: a process group and a small training step."""
 
     def __init__(self, rank: int, port: int):
-        import torch
-        import torch.distributed as dist
-        from datetime import timedelta
+        import torch  # torch in the incident processes only: the driver imports none (see host_facts)
+        import torch.distributed as dist  # with torch: the incident processes only
         self.torch, self.dist, self.rank = torch, dist, rank
         torch.cuda.set_device(rank)
         self.dev = torch.device("cuda", rank)
@@ -115,7 +115,7 @@ def op_mismatch(rank: int, outdir: Path, port: int) -> None:
 
 
 def peer_oom(rank: int, outdir: Path, port: int) -> None:
-    import torch
+    import torch  # the incident processes only (see host_facts)
     if rank == 1:
         torch.cuda.set_per_process_memory_fraction(0.05, rank)   # shares its GPU: capped at 5 %
     r = Ranked(rank, port)
@@ -132,7 +132,7 @@ def peer_oom(rank: int, outdir: Path, port: int) -> None:
 
 
 def kernel_fault(rank: int, outdir: Path, port: int) -> None:
-    import torch
+    import torch  # the incident processes only (see host_facts)
     r = Ranked(rank, port)
     table = torch.randn(32000, 256, device=r.dev)                # vocabulary of 32 000 tokens
     r.steps(0, 4)
@@ -160,7 +160,7 @@ def healthy(rank: int, outdir: Path, port: int) -> None:
 
 
 def capture_oom(rank: int, outdir: Path, port: int) -> None:
-    import torch
+    import torch  # the incident processes only (see host_facts)
     torch.cuda.set_per_process_memory_fraction(0.02, 0)          # 2 % of the card
     w = torch.randn(4096, 4096, device="cuda")
     static_x = torch.randn(16384, 4096, device="cuda")          # 256 MiB
@@ -180,7 +180,7 @@ def capture_oom(rank: int, outdir: Path, port: int) -> None:
 
 
 def capture_other_thread(rank: int, outdir: Path, port: int, sync: bool) -> None:
-    import torch
+    import torch  # the incident processes only (see host_facts)
     w = torch.randn(1024, 1024, device="cuda") / 32
     static_x = torch.randn(64, 1024, device="cuda")
     counters = torch.zeros(8, device="cuda")

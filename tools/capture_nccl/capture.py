@@ -26,7 +26,13 @@ import subprocess
 import sys
 import threading
 import time
+from datetime import timedelta
 from pathlib import Path
+
+import pynvml as N
+import torch
+import torch.distributed as dist
+from torch.profiler import ProfilerActivity, profile
 
 WORLD = 2
 PG_TIMEOUT_S = 10          # short, so the timeout incidents end quickly
@@ -42,11 +48,6 @@ SAFETY_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", 
 # ---------------------------------------------------------------- worker (one per rank)
 
 def worker(incident: str, rank: int, outdir: Path, port: int) -> None:
-    import torch
-    import torch.distributed as dist
-    from datetime import timedelta
-    from torch.profiler import ProfilerActivity, profile
-
     torch.cuda.set_device(rank)
     dev = torch.device("cuda", rank)
     dist.init_process_group("nccl", rank=rank, world_size=WORLD, timeout=timedelta(seconds=PG_TIMEOUT_S),
@@ -99,7 +100,6 @@ def _dump_flight_recorder(path: Path) -> None:
     """On-demand dump, unless the watchdog already wrote one on timeout (that one wins)."""
     if path.exists():
         return
-    import torch
     c10d = torch._C._distributed_c10d
     dump = getattr(c10d, "_dump_nccl_trace", None) or getattr(c10d, "_dump_fr_trace")
     path.write_bytes(dump())
@@ -108,7 +108,6 @@ def _dump_flight_recorder(path: Path) -> None:
 # ---------------------------------------------------------------- driver
 
 def nvml_sampler(path: Path, stop: threading.Event, hz: float = 10) -> None:
-    import pynvml as N
     N.nvmlInit()
     handles = [N.nvmlDeviceGetHandleByIndex(i) for i in range(WORLD)]
     with open(path, "w") as f:
@@ -184,7 +183,6 @@ def compress(d: Path) -> None:
 
 
 def versions() -> dict:
-    import torch
     return {"torch": torch.__version__, "cuda": torch.version.cuda,
             "nccl": ".".join(map(str, torch.cuda.nccl.version())),
             "gpus": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]}

@@ -103,9 +103,40 @@ def _emit(df: pd.DataFrame, table: str, kind: str, attr_cols: list[str], offset:
           enums: dict[str, dict[int, str]], sink: EventSink, report: ParseReport) -> None:
     if df.empty:
         return
-    df = df.reset_index(drop=True)
+    df, names, kinds, attr_cols = _names_and_kinds(df.reset_index(drop=True), table, kind, attr_cols, enums, report)
     n = len(df)
-    kinds = pd.Series([kind] * n)
+    ts = pd.to_numeric(df["ts"], errors="coerce")
+    bad = ts.isna().to_numpy()
+    if bad.any():
+        report.skipped[f"{table} row without start"] += int(bad.sum())
+        df, names, kinds, ts = df[~bad], names[~bad], kinds[~bad], ts[~bad]
+        n = len(df)
+        if not n:
+            return
+
+    def ints(col: str) -> np.ndarray:
+        return pd.to_numeric(df[col], errors="coerce").fillna(-1).astype(np.int64).to_numpy()
+
+    attrs = df[attr_cols].to_json(orient="records", lines=True).splitlines() if attr_cols else ["{}"] * n
+    sink.emit_columns({
+        "ts": ts.astype(np.int64).to_numpy() + offset,
+        "dur": np.maximum(ints("dur"), 0),
+        "kind": kinds.to_numpy(dtype=object), "name": names.to_numpy(dtype=object),
+        "pid": ints("pid"), "tid": ints("tid"), "device": ints("device").astype(np.int32),
+        "stream": ints("stream"), "corr": ints("corr"),
+        "value": pd.to_numeric(df["value"], errors="coerce").to_numpy(dtype=float),
+        "attrs": attrs,
+        "loc": (f"{table} rowid " + df["rid"].astype(str)).to_numpy(dtype=object),
+    })
+
+
+def _names_and_kinds(df: pd.DataFrame, table: str, kind: str, attr_cols: list[str],
+                     enums: dict[str, dict[int, str]], report: ParseReport,
+                     ) -> tuple[pd.DataFrame, pd.Series, pd.Series, list[str]]:
+    """Each row's name and kind as `table` records them, with the derived columns its attrs
+    list (copy and memory kinds, sync type, the versioned API name); 2.x's nested twins of
+    runtime calls are dropped (counted in `report.skipped`)."""
+    kinds = pd.Series([kind] * len(df))
     names = df["name"].fillna("").astype(str)
     if table == "CUPTI_ACTIVITY_KIND_RUNTIME":
         df["api_name"] = names
@@ -136,27 +167,4 @@ def _emit(df: pd.DataFrame, table: str, kind: str, attr_cols: list[str], offset:
         df["mem_kind"] = _labels(df["mem_kind_id"], enums["mem_kind"]).str.lower()
     elif table == "NVTX_EVENTS":
         kinds = kinds.where(df["event_type"] != NVTX_MARK, "marker")
-
-    ts = pd.to_numeric(df["ts"], errors="coerce")
-    bad = ts.isna().to_numpy()
-    if bad.any():
-        report.skipped[f"{table} row without start"] += int(bad.sum())
-        df, names, kinds, ts = df[~bad], names[~bad], kinds[~bad], ts[~bad]
-        n = len(df)
-        if not n:
-            return
-
-    def ints(col: str) -> np.ndarray:
-        return pd.to_numeric(df[col], errors="coerce").fillna(-1).astype(np.int64).to_numpy()
-
-    attrs = df[attr_cols].to_json(orient="records", lines=True).splitlines() if attr_cols else ["{}"] * n
-    sink.emit_columns({
-        "ts": ts.astype(np.int64).to_numpy() + offset,
-        "dur": np.maximum(ints("dur"), 0),
-        "kind": kinds.to_numpy(dtype=object), "name": names.to_numpy(dtype=object),
-        "pid": ints("pid"), "tid": ints("tid"), "device": ints("device").astype(np.int32),
-        "stream": ints("stream"), "corr": ints("corr"),
-        "value": pd.to_numeric(df["value"], errors="coerce").to_numpy(dtype=float),
-        "attrs": attrs,
-        "loc": (f"{table} rowid " + df["rid"].astype(str)).to_numpy(dtype=object),
-    })
+    return df, names, kinds, attr_cols
