@@ -60,11 +60,10 @@ import redis
 import requests
 
 from bench.bench_kineto_parse import build_trace
-from tests.support.stack import free_port, reachable, stop  # the test stacks' process helpers
+from tests.support.stack import free_port, postgres_database, reachable, stop  # the test stacks' helpers
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
-PG_ADMIN = "host=127.0.0.1 port=5432 user=postgres dbname=postgres"
 REDIS_HOST, REDIS_PORT = "127.0.0.1", 6379
 TARGET_RATIO = 1.5
 POLL_S = 0.2
@@ -99,18 +98,6 @@ def prepare_trace(tmp: Path, min_mb: int) -> tuple[Path, int]:
 
 
 # --- the stack -----------------------------------------------------------------------------
-
-@contextmanager
-def postgres_database(token: str) -> Iterator[str]:
-    name = f"tracedoc_bench_{token}"
-    with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield f"postgres://postgres@127.0.0.1:5432/{name}"
-    finally:
-        with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
 
 @contextmanager
 def redis_database(token: str, queue: str) -> Iterator[str]:
@@ -232,7 +219,7 @@ def service_stack(tmp: Path) -> Iterator[Stack]:
     token = secrets.token_hex(5)
     queue = f"tracedoc-bench-{token}"
     with ExitStack() as exits:
-        database_url = exits.enter_context(postgres_database(token))
+        database_url = exits.enter_context(postgres_database())
         broker_url = exits.enter_context(redis_database(token, queue))
         env = dict(os.environ)
         env.update({
