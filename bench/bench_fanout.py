@@ -1,11 +1,13 @@
 """Fan-out benchmark: one big trace diagnosed through the real web app, Celery, Redis and
 PostgreSQL by 1, 2 and 4 worker processes.
 
-    python -m bench.bench_fanout [--gb 0.05] [--part-mb 8] [--workers 1,2,4]
+    python -m bench.bench_fanout [--gb 0.05] [--part-mb 8] [--workers 1,2,4] [--kineto-ranks R]
 
 The trace is one text log of --gb GB made by tiling the corpus's public logs (every line of
 them is a diagnostic message: NCCL watchdogs, tracebacks, OOM reports, the slowest text the
-log parser reads). Each case starts a throwaway stack of its own (tests/support/stack.py: a new
+log parser reads), or with --kineto-ranks R a multi-rank profiler trace: R Kineto JSON files
+of --gb / R GB each, tiled from the corpus's healthy decode trace (bench_kineto_parse), one
+part per rank's file. Each case starts a throwaway stack of its own (tests/support/stack.py: a new
 PostgreSQL database, its own Redis queue names, storage in a temp dir, gunicorn, and N Celery
 workers with the solo pool, one process each, consuming every queue), uploads the file
 through the API and polls until the trace is done:
@@ -29,12 +31,14 @@ import argparse
 import sys
 import tempfile
 import time
+from contextlib import ExitStack
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
 import requests
 
+from bench.bench_kineto_parse import build_trace
 from tests.corpus import CORPUS
 from tests.support.stack import add_workers, reachable, running_stack
 
@@ -82,7 +86,13 @@ def seconds_between(history: list[dict], start: str, end: str) -> float:
     return (ends[-1] - at[start]).total_seconds()
 
 
-def run_case(log: Path, workers: int, fanout: bool, part_bytes: int, warmup_bytes: int, tmp: Path) -> Case:
+def build_kineto_ranks(folder: Path, size: int, ranks: int) -> tuple[list[Path], int]:
+    folder.mkdir()
+    files = [folder / f"rank{r}.pt.trace.json" for r in range(ranks)]
+    return files, sum(build_trace(f, size / ranks / 1024**2, rank=r, world_size=ranks) for r, f in enumerate(files))
+
+
+def run_case(files: list[Path], workers: int, fanout: bool, part_bytes: int, warmup_bytes: int, tmp: Path) -> Case:
     label = f"{workers} worker{'s' if workers > 1 else ''}" + ("" if fanout else " (single)")
     tmp.mkdir(parents=True)
     env = {"TRACEDOC_FANOUT_BYTES": "1" if fanout else "0", "TRACEDOC_FANOUT_PART_BYTES": str(part_bytes),
@@ -90,9 +100,10 @@ def run_case(log: Path, workers: int, fanout: bool, part_bytes: int, warmup_byte
     with running_stack(tmp, "solo", **env) as stack:
         add_workers(stack, workers - 1)
         started = time.monotonic()
-        with open(log, "rb") as f:
+        with ExitStack() as opened:
+            parts = [("files", (p.name, opened.enter_context(open(p, "rb")))) for p in files]
             response = requests.post(f"{stack.url}/api/v1/traces/", headers={"Authorization": f"Token {stack.token}"},
-                                     files=[("files", (log.name, f))], timeout=3600)
+                                     files=parts, timeout=3600)
         assert response.status_code in (201, 202), response.text
         trace_id = response.json()["id"]
         while True:
@@ -125,6 +136,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gb", type=float, default=0.05, help="size of the tiled log in GB (default: %(default)s)")
     ap.add_argument("--part-mb", type=float, default=8, help="range size of the fan-out in MB (default: %(default)s)")
     ap.add_argument("--workers", default="1,2,4", help="worker processes per case (default: %(default)s)")
+    ap.add_argument("--kineto-ranks", type=int, default=0,
+                    help="a multi-rank Kineto trace of this many files instead of one log (default: a log)")
     ap.add_argument("--warmup-kb", type=float, default=None,
                     help="warm-up before each range in KB (default: 1/16 of a range, the ratio of the defaults)")
     args = ap.parse_args(argv)
@@ -136,19 +149,25 @@ def main(argv: list[str] | None = None) -> int:
     warmup_bytes = int(args.warmup_kb * 1e3) if args.warmup_kb is not None else part_bytes // 16
     with tempfile.TemporaryDirectory(prefix="bench-fanout-") as tmp_name:
         tmp = Path(tmp_name)
-        log = tmp / "train.log"
-        size = build_log(log, int(args.gb * 1e9))
-        print(f"trace: {log.name}, {size / 1e6:,.1f} MB tiled from the corpus's public logs; "
-              f"ranges of {args.part_mb:g} MB, warm-up {warmup_bytes / 1e3:,.0f} KB", flush=True)
-        cases = [run_case(log, 1, False, part_bytes, warmup_bytes, tmp / "single")]
+        if args.kineto_ranks:
+            files, size = build_kineto_ranks(tmp / "trace", int(args.gb * 1e9), args.kineto_ranks)
+            what = (f"{len(files)} Kineto files (ranks), {size / 1e6:,.1f} MB tiled from the corpus's "
+                    "healthy decode; one part per file")
+        else:
+            files = [tmp / "train.log"]
+            size = build_log(files[0], int(args.gb * 1e9))
+            what = (f"{files[0].name}, {size / 1e6:,.1f} MB tiled from the corpus's public logs; "
+                    f"ranges of {args.part_mb:g} MB, warm-up {warmup_bytes / 1e3:,.0f} KB")
+        print(f"trace: {what}", flush=True)
+        cases = [run_case(files, 1, False, part_bytes, warmup_bytes, tmp / "single")]
         print(_row(cases[0], cases[0]), flush=True)
         for n in counts:
-            cases.append(run_case(log, n, True, part_bytes, warmup_bytes, tmp / f"fanout-{n}"))
+            cases.append(run_case(files, n, True, part_bytes, warmup_bytes, tmp / f"fanout-{n}"))
             print(_row(cases[-1], cases[0]), flush=True)
     base = cases[0]
     same = all((c.events, c.findings) == (base.events, base.findings) for c in cases)
     print(f"same events and findings in every case: {same}")
-    print("SUMMARY: " + f"{size / 1e6:,.0f} MB log; " + "; ".join(
+    print("SUMMARY: " + f"{size / 1e6:,.0f} MB {'Kineto' if args.kineto_ranks else 'log'}; " + "; ".join(
         f"{c.label}: parse {c.parse_s:.0f} s ({base.parse_s / c.parse_s:.2f}x), whole {c.wall_s:.0f} s "
         f"({base.wall_s / c.wall_s:.2f}x), parse RSS {max(c.parse_rss_mib, default=0)} MiB, "
         f"diagnose RSS {c.diagnose_rss_mib} MiB" for c in cases))

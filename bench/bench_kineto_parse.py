@@ -28,9 +28,11 @@ TARGET_SPEEDUP = 5.0
 TARGET_RSS_OVER_SIZE = 2.0
 
 
-def build_trace(out: Path, min_mb: int, transform: Callable[[list[dict]], list[dict]] | None = None) -> int:
+def build_trace(out: Path, min_mb: float, transform: Callable[[list[dict]], list[dict]] | None = None,
+                rank: int = 0, world_size: int = 1) -> int:
     """Tile the source trace until the JSON is at least min_mb MB; returns its size.
-    `transform` may rewrite the source's events once, before tiling (e.g. long kernel names)."""
+    `transform` may rewrite the source's events once, before tiling (e.g. long kernel names);
+    `rank`/`world_size` name one rank's file of a multi-rank trace."""
     from ingest.io import read_all  # no pyarrow in importers: bench_service's driver, bench_diagnose's timed worker
     doc = orjson.loads(read_all(corpus(*SOURCE)))
     events = doc.pop("traceEvents")
@@ -41,8 +43,8 @@ def build_trace(out: Path, min_mb: int, transform: Callable[[list[dict]], list[d
     corr_span = 1 + max((e.get("args", {}).get("correlation", 0) for e in events), default=0)
     ext_span = 1 + max((e.get("args", {}).get("External id", 0) for e in events), default=0)
     one_copy = len(orjson.dumps(events))
-    copies = max(1, -(-min_mb * 1024**2 // one_copy))
-    doc["distributedInfo"] = {"backend": "nccl", "rank": 0, "world_size": 1}  # HTA needs a rank
+    copies = max(1, -(-int(min_mb * 1024**2) // one_copy))
+    doc["distributedInfo"] = {"backend": "nccl", "rank": rank, "world_size": world_size}  # HTA needs a rank
     with open(out, "wb") as f:
         head = orjson.dumps(doc)
         f.write(head[:-1] + b',"traceEvents":[')

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ingest import interruptions
+
 MAX_SERIES_POINTS = 5000
 TELEMETRY = {"gpu.util": ("gpu_util_pct", 1.0), "mem.used": ("mem_used_gib", 1 / 2**30), "power": ("power_w", 1.0)}
 
@@ -13,7 +15,8 @@ def plot_series(ctx) -> dict:
     out = {}
     try:
         steps = ctx.feature("decode_steps")
-    except Exception:  # a plot is never worth failing the report
+    except Exception as e:  # a plot is never worth failing the report
+        interruptions.reraise(e)
         steps = None
     if steps is not None and not steps.empty:
         steps = steps.iloc[:MAX_SERIES_POINTS]

@@ -16,6 +16,7 @@ import pandas as pd
 import yaml
 
 from diagnosis import slis
+from ingest import interruptions
 from diagnosis.results import FailedSLO, Violation
 from rules.results import Finding
 
@@ -148,6 +149,7 @@ def evaluate_slos(ctx, findings: Sequence[Finding], slos: list[SLO] | None = Non
         try:
             v = evaluate_slo(slo, ctx)
         except Exception as e:  # one broken SLI never hides the others
+            interruptions.reraise(e)
             failed.append(FailedSLO(slo=slo.id, error=f"{type(e).__name__}: {e}"))
             continue
         if v is None:

@@ -14,6 +14,7 @@ from typing import Callable
 
 import pyarrow as pa
 
+from ingest import interruptions
 from ingest.events import ParseError
 from ingest.parse import InternalParseError, Progress, parse_artifact, parse_to_table
 from ingest.stored_file import StoredFile
@@ -72,6 +73,7 @@ def _contained(name: str, parse: Callable[[], ArtifactResult]) -> ArtifactResult
     except ParseError as e:
         return ArtifactResult(name=name, error=str(e))
     except Exception as e:  # outside the parser: still not this trace's fault
+        interruptions.reraise(e)
         what = f"{type(e).__name__}: {e}"[:300]
         return ArtifactResult(name=name, internal_error=True,
                               error=f"{name}: internal error while parsing ({what}): a tracedoc bug, not a "

@@ -13,6 +13,7 @@ from typing import Callable, Iterator
 
 import pyarrow as pa
 
+from ingest import interruptions
 from ingest.events import SCHEMA, EventSink, ParseError, ParseReport
 from ingest.io import count_bytes_read
 from ingest.parsers import detect
@@ -95,6 +96,7 @@ def parse_events(path: Path, artifact_id: str, name: str | None,
     except ParseError as e:  # read_head names the stored file; people know it by `name`
         raise ParseError(name, e.where, e.expected) from None
     except Exception as e:  # a sniff() bug must not hide the file's other problems or the trace
+        interruptions.reraise(e)
         raise _internal(name, "format detection", e, "byte 0") from e
     report = ParseReport(format=parser.FORMAT)
     read = [0]
@@ -147,6 +149,7 @@ def _parse_classified(parser: Parser, path: Path, sink: EventSink, report: Parse
         # this process, not a bug and not bad input; the other files are still diagnosed
         raise ParseError(name, f"after {sink.count:,} events", OUT_OF_MEMORY) from None
     except Exception as e:
+        interruptions.reraise(e)
         raise _internal(name, f"the {parser.FORMAT} parser", e,
                         _crash_position(e.__traceback__) or f"after {sink.count:,} events") from e
 
@@ -155,6 +158,7 @@ def _flush_classified(parser: Parser, sink: EventSink, name: str) -> None:
     try:
         sink.flush()
     except Exception as e:
+        interruptions.reraise(e)
         raise _internal(name, f"writing the {parser.FORMAT} events", e, f"after {sink.count:,} events") from e
 
 

@@ -9,6 +9,7 @@ windows), rules.sequence (sequences); this module runs them and builds the findi
 """
 from __future__ import annotations
 
+from ingest import interruptions
 from rules import limits
 from rules.attrs import RowRef
 from rules.attrs import plain as _plain
@@ -43,6 +44,7 @@ def evaluate_rules(compiled_rules, ctx: TraceContext, time_budget_s: float = lim
         except RuleTimeout as e:
             errors.append({"rule_id": cr.id, "error": str(e)})
         except Exception as e:  # one failing rule never stops the others
+            interruptions.reraise(e)
             errors.append({"rule_id": cr.id, "error": f"{type(e).__name__}: {e}"})
     return findings, errors
 
@@ -55,8 +57,8 @@ def precompute_features(compiled_rules, ctx: TraceContext) -> None:
             if sel.source is not None:
                 try:
                     ctx.feature(sel.source)
-                except Exception:
-                    pass
+                except Exception as e:  # remembered by the context; each rule reading it reports it
+                    interruptions.reraise(e)
 
 
 def evaluate_rule(cr: CompiledRule, ctx: TraceContext, budget: Budget | None = None,

@@ -2,12 +2,15 @@
 import os
 
 from celery import Celery
+from celery.exceptions import SoftTimeLimitExceeded
 from celery.signals import worker_process_init
 from django.conf import settings
 
-from ingest import process_memory
+from ingest import interruptions, process_memory
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tracedoc.settings")
+# a task's time limit passes every per-file, per-rule and per-SLI guard to the task itself
+interruptions.register(SoftTimeLimitExceeded)
 
 # The role queue of each app's tasks (settings.TRACEDOC_QUEUES, docs/deployment.md "Scale-out").
 ROLE_OF_APP = {"ingest": "parse", "diagnosis": "diagnose", "alerts": "notify"}

@@ -22,6 +22,7 @@ import numpy as np
 import orjson
 import pandas as pd
 
+from ingest import interruptions
 from ingest.events import CATEGORY_COLUMNS, COLUMNS, DEFAULTS
 
 
@@ -243,6 +244,7 @@ class TraceContext:
         except FeatureError:
             raise
         except Exception as e:  # remembered so every rule using it reports the same cause fast
+            interruptions.reraise(e)
             err = FeatureError(f"feature {name!r} failed: {type(e).__name__}: {e}")
             self._features[name] = err
             raise err from e

@@ -20,14 +20,15 @@ def logged_in(client, alice):
 
 @pytest.fixture
 def record_calls(monkeypatch):
-    """Every record_progress call, in order (the real method still runs)."""
+    """Every progress write, in order: record_progress and the best-effort beats from inside a
+    parse (the real write still runs)."""
     calls = []
-    original = Trace.record_progress
+    original = Trace._write_progress
 
-    def record(self, **counters):
+    def record(self, counters):
         calls.append(dict(counters))
-        original(self, **counters)
-    monkeypatch.setattr(Trace, "record_progress", record)
+        original(self, counters)
+    monkeypatch.setattr(Trace, "_write_progress", record)
     return calls
 
 
