@@ -39,16 +39,37 @@ def allowed_networks():
     return _networks(tuple(settings.TRACEDOC_ALERT_ALLOWED_NETWORKS))
 
 
+NAT64 = (ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("64:ff9b:1::/48"))  # RFC 6052, 8215
+
+
 def check_address(ip: IPAddress, host: str) -> None:
-    """Raise UnsafeDestination unless `ip` is a public address or in the allow-list."""
+    """Raise UnsafeDestination unless `ip` is a public address or in the allow-list. An IPv6
+    address that carries an IPv4 one (mapped, compatible, NAT64, 6to4, Teredo) is judged by
+    that IPv4 address too: `64:ff9b::a00:1` reaches 10.0.0.1 through a NAT64 gateway."""
     if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped:  # ::ffff:127.0.0.1 is 127.0.0.1
         ip = ip.ipv4_mapped
     if any(ip in net for net in allowed_networks()):
         return
-    if not ip.is_global or ip.is_multicast:
-        raise UnsafeDestination(
-            f"{host} is {ip}, an internal address (loopback, private, link-local or metadata); "
-            "only an address in TRACEDOC_ALERT_ALLOWED_NETWORKS may be one")
+    for candidate in (ip, *_embedded_ipv4(ip)):
+        if not candidate.is_global or candidate.is_multicast:
+            raise UnsafeDestination(
+                f"{host} is {ip}, an internal address (loopback, private, link-local or metadata); "
+                "only an address in TRACEDOC_ALERT_ALLOWED_NETWORKS may be one")
+
+
+def _embedded_ipv4(ip: IPAddress) -> list[ipaddress.IPv4Address]:
+    if not isinstance(ip, ipaddress.IPv6Address):
+        return []
+    found = []
+    if int(ip) >> 32 == 0 and int(ip) > 1:  # ::a.b.c.d (IPv4-compatible, deprecated)
+        found.append(ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF))
+    if any(ip in net for net in NAT64):
+        found.append(ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF))
+    if ip.sixtofour is not None:
+        found.append(ip.sixtofour)
+    if ip.teredo is not None:
+        found.extend(ip.teredo)  # (server, client)
+    return found
 
 
 def _literal(host: str) -> IPAddress | None:

@@ -16,7 +16,10 @@ pytestmark = pytest.mark.timeout(120)
 INTERNAL = ["http://127.0.0.1:8080/hook", "http://localhost/x", "http://api.localhost/x", "http://[::1]/x",
             "http://[::ffff:127.0.0.1]/x", "http://10.1.2.3/x", "http://192.168.0.9/x", "http://172.16.5.5/x",
             "http://100.64.0.1/x", "http://169.254.169.254/latest/meta-data/", "http://metadata.google.internal/x",
-            "http://[fd00:ec2::254]/x", "http://0.0.0.0/x", "http://224.0.0.1/x"]
+            "http://[fd00:ec2::254]/x", "http://0.0.0.0/x", "http://224.0.0.1/x",
+            # IPv6 addresses that carry an internal IPv4 one: NAT64, 6to4, IPv4-compatible, Teredo
+            "http://[64:ff9b::a00:1]/x", "http://[64:ff9b::7f00:1]/x", "http://[2002:7f00:1::]/x",
+            "http://[2002:a9fe:a9fe::1]/x", "http://[::7f00:1]/x", "http://[2001:0:4136:e378:8000:63bf:f5ff:fffe]/x"]
 
 
 def a_name_resolving_to_loopback() -> str:
@@ -47,7 +50,8 @@ def test_a_name_is_resolved_when_saved(infra):
 
 
 def test_public_and_allowed_addresses_pass(alice_api, infra, settings):
-    for n, url in enumerate(["https://93.184.216.34/hook", "https://hooks.example/x"]):  # the second: no DNS here
+    for n, url in enumerate(["https://93.184.216.34/hook", "https://hooks.example/x",  # the second: no DNS here
+                             "https://[64:ff9b::5db8:d822]/hook", "https://[2606:4700::6810:84e5]/hook"]):
         response = alice_api.post("/api/v1/destinations/", {"name": f"d{n}", "kind": "slack", "url": url},
                                   format="json")
         assert response.status_code == 201, (url, response.content)
