@@ -36,7 +36,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ingest.events import EventSink, ParseError, ParseReport
-from ingest.io import is_gzip, open_bytes
+from ingest.io import count_bytes_read, is_gzip, open_bytes
 from ingest.parse import event_file, run_parser
 from ingest.parsers.kineto import decode, trace
 
@@ -212,7 +212,8 @@ def synthetic_document(path: Path, rng: EventRange, out: Path) -> Path:
 
 def parse_range(path: Path, rng: EventRange, name: str, on_batch: Callable, tmp: Path,
                 progress: Callable | None = None) -> RangeOutcome:
-    """The rows of the range (to `on_batch`) and what the merge needs."""
+    """The rows of the range (to `on_batch`) and what the merge needs; `progress(rows,
+    bytes of the synthetic document read)` as it goes."""
     started = time.perf_counter()
     out = RangeOutcome()
     doc = synthetic_document(Path(path), rng, Path(tmp) / "range.json")
@@ -227,7 +228,8 @@ def parse_range(path: Path, rng: EventRange, name: str, on_batch: Callable, tmp:
         def parse(p, s, r):
             trace.parse(p, s, r, order)
     try:
-        run_parser(_Parser, doc, sink, report, name)  # type: ignore[arg-type]
+        with count_bytes_read((lambda read: progress(sink.count, read)) if progress else None):
+            run_parser(_Parser, doc, sink, report, name)  # type: ignore[arg-type]
     except ParseError as e:
         out.error = str(e)[:300]
         return out
@@ -375,48 +377,54 @@ def _placed(table: pa.Table, rows: np.ndarray, launches: Launches) -> pa.Table:
     return table
 
 
-def ordered(tables: list[pa.Table], outcomes: list[RangeOutcome]) -> tuple[list[pa.Table], str]:
-    """The ranges' rows in the whole parse's order: (tables to write in turn, "") or ([], why
-    not). A range's waiting rows whose launch is in an earlier range did not wait in the
-    whole parse: they go back among the range's rows by traceEvents index (which is the
-    order of a range's rows when it has no B/E or C event); the others wait to the end of
-    the file."""
-    launches = Launches.of(tables)
-    if launches is None:
-        return [], "a correlation id is launched in two ranges"
-    main, tails, before = [], [], 0
-    for k, (t, o) in enumerate(zip(tables, outcomes)):
-        index = _indices(t) + before
-        before += o.trace_events
-        t = _with_locs(t, index)
-        rows = np.arange(o.waiting_from, t.num_rows)
-        t = _placed(t, rows, launches)
-        pos, found = launches.find(t.column("corr").to_numpy()[rows])
-        back = rows[found & (launches.range[pos] < k)]
-        stay = np.setdiff1d(rows, back)
-        head = np.arange(o.waiting_from)
-        if len(back):
-            if o.range_events or o.counter_events:
-                return [], f"range {k + 1} has B/E or C events and rows launched in an earlier range"
-            if (np.diff(index[head]) <= 0).any():
-                return [], f"range {k + 1}'s rows are not in traceEvents order"
-            head = np.concatenate([head, back])
-            head = head[np.argsort(index[head], kind="stable")]
-        main.append(t.take(pa.array(head)))
-        tails.append(t.take(pa.array(stay)))
-    return main + tails, ""
+class Unmergeable(Exception):
+    """The ranges cannot give the whole parse's rows (the message says why): parse the file."""
 
 
-def merge(tables: list[pa.Table], outcomes: list[RangeOutcome], on_batch: Callable) -> tuple[ParseReport | None, str]:
-    """The ranges' rows (in file order of the ranges) to `on_batch` in the whole parse's
-    order, and the whole file's report; (None, why) when the whole file must be parsed."""
+Load = Callable[[int, "list[str] | None"], pa.Table]  # range number, columns (None: all) -> its rows
+HOST_COLUMNS = ["kind", "corr", "pid", "tid"]
+
+
+def _range_order(t: pa.Table, o: RangeOutcome, k: int, before: int, launches: Launches) -> tuple[pa.Table, pa.Table]:
+    """Range k's rows as (those in their place, those that wait to the end of the file). A
+    range's waiting rows whose launch is in an earlier range did not wait in the whole
+    parse: they go back among the range's rows by traceEvents index (the order of a range's
+    rows when it has no B/E or C event)."""
+    index = _indices(t) + before
+    t = _with_locs(t, index)
+    rows = np.arange(o.waiting_from, t.num_rows)
+    t = _placed(t, rows, launches)
+    pos, found = launches.find(t.column("corr").to_numpy()[rows])
+    back = rows[found & (launches.range[pos] < k)]
+    head = np.arange(o.waiting_from)
+    if len(back):
+        if o.range_events or o.counter_events:
+            raise Unmergeable(f"range {k + 1} has B/E or C events and rows launched in an earlier range")
+        if (np.diff(index[head]) <= 0).any():
+            raise Unmergeable(f"range {k + 1}'s rows are not in traceEvents order")
+        head = np.concatenate([head, back])
+        head = head[np.argsort(index[head], kind="stable")]
+    return t.take(pa.array(head)), t.take(pa.array(np.setdiff1d(rows, back)))
+
+
+def merge(load: Load, outcomes: list[RangeOutcome], on_batch: Callable) -> ParseReport:
+    """The ranges' rows (range by range, from `load`) to `on_batch` in the whole parse's
+    order; the whole file's report. Raises Unmergeable (maybe after some batches: the caller
+    drops them) when the whole file must be parsed instead."""
     why = consistent(outcomes)
     if why:
-        return None, why
-    out, why = ordered(tables, outcomes)
-    if why:
-        return None, why
-    for t in out:
-        for batch in t.to_batches():
+        raise Unmergeable(why)
+    launches = Launches.of([load(k, HOST_COLUMNS) for k in range(len(outcomes))])
+    if launches is None:
+        raise Unmergeable("a correlation id is launched in two ranges")
+    tails, before = [], 0
+    for k, o in enumerate(outcomes):
+        head, tail = _range_order(load(k, None), o, k, before, launches)
+        before += o.trace_events
+        for batch in head.to_batches():
             on_batch(batch)
-    return merged_report(outcomes), ""
+        tails.append(tail)
+    for tail in tails:  # the rows still waiting at the end of the file, in file order
+        for batch in tail.to_batches():
+            on_batch(batch)
+    return merged_report(outcomes)

@@ -53,7 +53,13 @@ def in_ranges(path: Path, part_bytes: int, tmp: Path):
         outcomes.append(kr.parse_range(path, rng, path.name, batches.append, tmp))
         tables.append(pa.Table.from_batches(batches, schema=SCHEMA))
     merged: list = []
-    report, why = kr.merge(tables, outcomes, merged.append) if ranges else (None, "not split")
+    report, why = None, "not split"
+    if ranges:
+        try:
+            report, why = kr.merge(lambda k, cols: tables[k].select(cols) if cols else tables[k],
+                                   outcomes, merged.append), ""
+        except kr.Unmergeable as e:
+            why = str(e)
     table = pa.Table.from_batches(merged, schema=SCHEMA) if report else None
     return ranges, tables, outcomes, report, why, table
 
