@@ -9,8 +9,10 @@ formats are one part per file: their parsers read whole files.
 
 Every part reads its file from the content store (archive members are stored there by the
 plan), so any worker on any host can take it. The merge writes each log's Parquet file as
-the concatenation of its ranges' files plus the rows only the whole file gives, so the
-artifact rows and the event order are those of one worker's parse; the diagnosis then runs
+the concatenation of its ranges' files plus the rows only the whole file gives (a Kineto
+trace's ranges with their locations shifted and the GPU rows launched in another range put
+in their place), so the artifact rows and the event order are those of one worker's parse;
+when they cannot be, the merge parses the whole file itself. The diagnosis then runs
 over all of the trace's Parquet files as always.
 """
 from __future__ import annotations

@@ -390,20 +390,23 @@ def _range_order(t: pa.Table, o: RangeOutcome, k: int, before: int, launches: La
     range's waiting rows whose launch is in an earlier range did not wait in the whole
     parse: they go back among the range's rows by traceEvents index (the order of a range's
     rows when it has no B/E or C event)."""
-    index = _indices(t) + before
-    t = _with_locs(t, index)
     rows = np.arange(o.waiting_from, t.num_rows)
+    if before:
+        t = _with_locs(t, _indices(t) + before)
+    if not len(rows):
+        return t, t.slice(0, 0)
     t = _placed(t, rows, launches)
     pos, found = launches.find(t.column("corr").to_numpy()[rows])
     back = rows[found & (launches.range[pos] < k)]
-    head = np.arange(o.waiting_from)
-    if len(back):
-        if o.range_events or o.counter_events:
-            raise Unmergeable(f"range {k + 1} has B/E or C events and rows launched in an earlier range")
-        if (np.diff(index[head]) <= 0).any():
-            raise Unmergeable(f"range {k + 1}'s rows are not in traceEvents order")
-        head = np.concatenate([head, back])
-        head = head[np.argsort(index[head], kind="stable")]
+    if not len(back):
+        return t.slice(0, o.waiting_from), t.slice(o.waiting_from)
+    head, index = np.arange(o.waiting_from), _indices(t)
+    if o.range_events or o.counter_events:
+        raise Unmergeable(f"range {k + 1} has B/E or C events and rows launched in an earlier range")
+    if (np.diff(index[head]) <= 0).any():
+        raise Unmergeable(f"range {k + 1}'s rows are not in traceEvents order")
+    head = np.concatenate([head, back])
+    head = head[np.argsort(index[head], kind="stable")]
     return t.take(pa.array(head)), t.take(pa.array(np.setdiff1d(rows, back)))
 
 
