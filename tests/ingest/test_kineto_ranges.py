@@ -21,15 +21,15 @@ from ingest.parsers.kineto import decode
 from tests.corpus import CORPUS, corpus
 
 TRACES = sorted(p.parent.name for p in (CORPUS / "h200").glob("*/kineto_trace.json.gz"))
-SMALL_WINDOW = 64 << 10
+SMALL_WINDOW = 16 << 10
 
 
 @pytest.fixture
 def small_windows(monkeypatch):
-    """Reader windows of 64 KiB (for the whole parse and the ranges alike): the corpus traces
+    """Reader windows of 16 KiB (for the whole parse and the ranges alike): the corpus traces
     are a few windows of 8 MiB at most."""
     monkeypatch.setattr(decode, "WINDOW_BYTES", SMALL_WINDOW)
-    monkeypatch.setattr(decode, "CUT_SPAN", 8 << 10)
+    monkeypatch.setattr(decode, "CUT_SPAN", 2 << 10)
 
 
 def plain(table: pa.Table) -> pa.Table:
@@ -95,11 +95,12 @@ def decompressed(name: str, tmp: Path) -> Path:
     return out
 
 
-@pytest.mark.parametrize("part_bytes", [64 << 10, 1 << 20], ids=["64KiB", "1MiB"])
+@pytest.mark.parametrize("part_bytes", [16 << 10, 64 << 10, 1 << 20], ids=["16KiB", "64KiB", "1MiB"])
 @pytest.mark.parametrize("name", TRACES)
 def test_a_corpus_trace_in_ranges_gives_the_whole_parse(name, part_bytes, small_windows, tmp_path, corpus_dir):
     path = decompressed(name, tmp_path)
-    if path.stat().st_size < 2 * max(part_bytes, SMALL_WINDOW):
+    if path.stat().st_size < max(2 * part_bytes, decode.TAIL_BYTES):
+        # (under TAIL_BYTES the end the reader reads ahead holds the header: not split)
         assert len(kr.plan_ranges(path, part_bytes)) in (0, 2)
         pytest.skip("too small for two ranges of this size")
     assert_same_as_whole(path, part_bytes, tmp_path)
