@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import random
 import shutil
 from pathlib import Path
 
@@ -199,3 +200,51 @@ def test_a_range_outcome_crosses_json(small_windows, tmp_path, corpus_dir):
     o = kr.parse_range(path, rng, path.name, lambda b: None, tmp_path)
     assert kr.RangeOutcome.from_json(o.to_json()) == o
     assert o.trace_events > 0 and np.isfinite(o.seconds)
+
+
+def random_event(rng: random.Random, i: int, counters: bool, ranges: bool) -> dict:
+    """Launches (unique correlation ids), GPU rows launched before, after or never, memory
+    instants, flows, metadata, odd pids and categories, big ints; C and B/E when asked."""
+    r = rng.random()
+    if r < 0.3:
+        return {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": rng.choice([1, 2, "x"]),
+                "tid": rng.randrange(3), "ts": 1000.0 + i, "dur": 1, "args": {"correlation": i}}
+    if r < 0.6:
+        return {"ph": "X", "cat": rng.choice(["kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation"]),
+                "name": rng.choice(["k", "ncclKernel_AllReduce", "Memcpy HtoD"]), "pid": 0, "tid": 7,
+                "ts": 1000.0 + i + rng.random(), "dur": 2,
+                "args": {"correlation": rng.randrange(3100), "device": rng.choice([0, 1, None]), "stream": 7}}
+    if r < 0.7:
+        return {"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, "tid": 1, "ts": 1000.0 + i,
+                "args": {"Bytes": rng.choice([-100, 100]), "Device Type": 1, "Device Id": 0}}
+    if r < 0.75:
+        return {"ph": rng.choice(["s", "f"]), "cat": "ac2g", "id": i, "pid": 1, "tid": 1, "ts": 1000.0 + i}
+    if r < 0.78:
+        return {"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "x"}}
+    if r < 0.8 and counters:
+        return {"ph": "C", "name": "mem", "pid": 1, "ts": 1000.0 + i, "args": {"a": 1, "b": 2}}
+    if r < 0.81 and ranges:
+        return {"ph": rng.choice(["B", "E"]), "cat": "user_annotation", "name": "r", "pid": 1, "tid": 9,
+                "ts": 1000.0 + i}
+    return {"ph": "X", "cat": rng.choice(["cpu_op", "python_function", "weird"]), "name": f"op{i % 7}", "pid": 1,
+            "tid": 1, "ts": 1000.0 + i, "dur": 0.5, "args": {"External id": i, "big": 2**70 if rng.random() < 0.01 else 1}}
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_random_traces_in_ranges_give_the_whole_parse_or_fall_back(seed, small_windows, tmp_path):
+    rng = random.Random(seed)
+    counters, ranges = rng.random() < 0.2, rng.random() < 0.1
+    events = [random_event(rng, i, counters, ranges) for i in range(rng.randrange(300, 3000))]
+    if rng.random() < 0.3:
+        rng.shuffle(events)
+    top = {"baseTimeNanoseconds": 1_700_000_000_000_000_000} if rng.random() < 0.5 else {}
+    path = events_doc(tmp_path / "random.json", events, **top)
+    whole_report, whole = parse_to_table(path, path.name, path.name)
+    planned, _, _, report, why, table = in_ranges(path, rng.choice([4 << 10, 16 << 10, 50 << 10]), tmp_path)
+    if why:  # the service parses the whole file then
+        assert why == "not split" or len(planned) >= 2
+        return
+    assert plain(table).equals(plain(whole))
+    assert {k: v for k, v in report.meta.items() if k != "parse_seconds"} == \
+        json.loads(json.dumps({k: v for k, v in whole_report.meta.items() if k != "parse_seconds"}))
+    assert report.summary_warnings() == whole_report.summary_warnings()
