@@ -133,7 +133,12 @@ def _last_candidate(f, lo: int, hi: int) -> int | None:
 def reader_cuts(path: Path, content_start: int, array_end: int) -> list[tuple[int, int]]:
     """(offset of the `}`, offset after the `,`) of the cuts the reader makes before the
     window that reaches the array's end, assuming each window's last candidate decodes (the
-    ranges check it). Mirrors decode._last_cuts and TraceReader.chunks."""
+    ranges check it at their ends). Mirrors decode._last_cuts and TraceReader.chunks.
+
+    Every window ends at a multiple of WINDOW_BYTES and the reader looks for its cut in the
+    window's last CUT_SPAN bytes only, so where a window starts (whether the cut before it
+    was the one assumed) does not change its cut. A window without a candidate there would
+    be searched from its start, or read on: the cuts stop before it (the rest is one range)."""
     window, span = decode.WINDOW_BYTES, decode.CUT_SPAN
     cuts: list[tuple[int, int]] = []
     start = content_start            # the current window's first content byte
@@ -141,17 +146,11 @@ def reader_cuts(path: Path, content_start: int, array_end: int) -> list[tuple[in
     with open(path, "rb") as f:
         while block_end < array_end:
             c = _last_candidate(f, max(start, block_end - span), block_end)
-            if c is None and block_end - span > start:
-                c = _last_candidate(f, start, block_end)
-            if c is None:            # no cut in this window: the reader reads on
-                block_end += window
-                continue
+            if c is None:
+                return cuts
             f.seek(c + 1)
             after = f.read(block_end - c - 1)
-            comma = c + 1 + decode._SPACE.match(after).end()
-            start = comma + 1
-            if block_end - comma - 1 >= window:
-                return []            # the reader would cut the rest again unread: not mirrored
+            start = c + 1 + decode._SPACE.match(after).end() + 1  # after the `,`
             cuts.append((c, start))
             block_end += window
     return cuts

@@ -154,13 +154,27 @@ def cpu_ops(n: int, start: int = 0) -> list[dict]:
 
 
 def test_a_planned_cut_inside_a_string_falls_back(small_windows, tmp_path):
-    long = {"ph": "X", "cat": "cpu_op", "name": "long", "pid": 1, "tid": 1, "ts": 999.0, "dur": 1.0,
-            "args": {"note": "}, {" + "x" * (3 * SMALL_WINDOW)}}
-    path = events_doc(tmp_path / "string.json", cpu_ops(2000) + [long] + cpu_ops(2000, 2000))
+    """Events whose args hold `}, {`: most windows end in such a string, whose candidate the
+    reader rejects (it cuts at the one before); a range planned to end there does not decode."""
+    events = [{"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 1, "ts": 1000.0 + i, "dur": 1.0,
+               "args": {"note": "}, {" + "x" * 1000}} for i in range(300)]
+    path = events_doc(tmp_path / "string.json", events)
     ranges, _, outcomes, report, why, _ = in_ranges(path, 16 << 10, tmp_path)
     assert len(ranges) >= 3 and report is None
     assert "failed" in why
     assert any(o.error for o in outcomes)
+
+
+def test_no_cut_after_a_window_without_a_candidate_in_its_last_span(small_windows, tmp_path):
+    """An event longer than a window: the reader's cuts after it would depend on where its
+    window starts, so the rest of the file is the last range."""
+    long = {"ph": "X", "cat": "cpu_op", "name": "long", "pid": 1, "tid": 1, "ts": 999.0, "dur": 1.0,
+            "args": {"note": "x" * (3 * SMALL_WINDOW)}}
+    path = events_doc(tmp_path / "long.json", cpu_ops(2000) + [long] + cpu_ops(2000, 2000))
+    ranges = kr.plan_ranges(path, 4 << 10)
+    assert len(ranges) >= 3
+    assert ranges[-1].start < path.read_bytes().index(b'"name": "long"')
+    assert_same_as_whole(path, 4 << 10, tmp_path)
 
 
 def test_a_begin_end_pair_across_a_cut_falls_back(small_windows, tmp_path):
