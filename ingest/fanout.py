@@ -3,14 +3,16 @@
 A trace whose files together reach TRACEDOC_FANOUT_BYTES is parsed as parts (ParsePart
 rows): one per file, and for a plain text log one per byte range of about
 TRACEDOC_FANOUT_PART_BYTES (ingest.log_ranges: each range warms its parser up on the
-TRACEDOC_FANOUT_WARMUP_BYTES before it). Kineto JSON and the other formats are one part per
-file: a JSON document has no point to enter it mid-way whose parser state is known, and
-their parsers read whole files.
+TRACEDOC_FANOUT_WARMUP_BYTES before it); an uncompressed Kineto JSON trace is split too, in
+ranges of whole windows of its reader (ingest.kineto_ranges). Gzip files and the other
+formats are one part per file: their parsers read whole files.
 
 Every part reads its file from the content store (archive members are stored there by the
 plan), so any worker on any host can take it. The merge writes each log's Parquet file as
-the concatenation of its ranges' files plus the rows only the whole file gives, so the
-artifact rows and the event order are those of one worker's parse; the diagnosis then runs
+the concatenation of its ranges' files plus the rows only the whole file gives (a Kineto
+trace's ranges with their locations shifted and the GPU rows launched in another range put
+in their place), so the artifact rows and the event order are those of one worker's parse;
+when they cannot be, the merge parses the whole file itself. The diagnosis then runs
 over all of the trace's Parquet files as always.
 """
 from __future__ import annotations
@@ -26,11 +28,13 @@ from pathlib import Path
 import pyarrow.parquet as pq
 from django.conf import settings
 
+from ingest import kineto_ranges
 from ingest.events import ParseError
 from ingest.log_ranges import RangeOutcome, consistent, finish, log_year, plan_ranges, splittable
 from ingest.models import Artifact, Trace
 from ingest.parse import ROW_GROUP_ROWS, event_file
 from ingest.parsers import detect
+from ingest.parsers.kineto import trace as kineto_parser
 from ingest.parsers.logs import parser as log_parser
 from ingest.parts import ParsePart
 from ingest.storage import ContentStore
@@ -61,7 +65,15 @@ def make_plan(trace: Trace, leaves: list[tuple[Artifact, Path]], sizes: list[int
             store.put_path(path)  # an archive member: any worker reads it from the store, by its digest
         share = trace.bytes_total * size / files_bytes
         base = {"leaf": path.name, "share": share}
-        if _is_text_log(path, artifact.name) and splittable(path):
+        fmt = _format(path, artifact.name)
+        events = kineto_ranges.plan_ranges(path, settings.TRACEDOC_FANOUT_PART_BYTES) \
+            if fmt is kineto_parser and kineto_ranges.splittable(path) else []
+        if events:
+            for r in events:
+                rows.append(ParsePart(kind=ParsePart.RANGE, artifact=artifact, spec=base | {
+                    "format": KINETO, "range": r.to_dict(), "count": len(events),
+                    "share": share * (r.end - r.start) / max(1, size)}))
+        elif fmt is log_parser and splittable(path):
             ranges = plan_ranges(path, settings.TRACEDOC_FANOUT_PART_BYTES, settings.TRACEDOC_FANOUT_WARMUP_BYTES)
             year = log_year(path)
             for r in ranges:
@@ -77,11 +89,14 @@ def make_plan(trace: Trace, leaves: list[tuple[Artifact, Path]], sizes: list[int
     return Plan(plan_id, rows)
 
 
-def _is_text_log(path: Path, name: str) -> bool:
+KINETO = "kineto"  # spec["format"] of a Kineto trace's byte range (a log's range has none)
+
+
+def _format(path: Path, name: str):
     try:
-        return detect(path, name) is log_parser
+        return detect(path, name)
     except ParseError:
-        return False  # parse_one reports it, as for a single worker
+        return None  # parse_one reports it, as for a single worker
 
 
 def staged(part: ParsePart, store: ContentStore, tmp: Path) -> Path:
@@ -111,6 +126,7 @@ class Merged:
     """One log's ranges merged: what its Artifact row gets, or `fallback` (why the whole
     file must be parsed by one worker instead)."""
     fallback: str = ""
+    format: str = "log"
     parquet: Path | None = None
     events: int = 0
     warnings: tuple[str, ...] = ()
@@ -120,6 +136,8 @@ class Merged:
 def merge_ranges(artifact: Artifact, ranges: list[ParsePart], store: ContentStore) -> Merged:
     """The ranges' Parquet files concatenated (in order) into the artifact's file, with the
     whole-file rows last, as the single parse writes them."""
+    if ranges[0].spec.get("format") == KINETO:
+        return merge_kineto_ranges(artifact, ranges, store)
     outcomes = [RangeOutcome.from_json(p.outcome) for p in ranges]
     why = consistent(outcomes)
     if why:
@@ -134,6 +152,23 @@ def merge_ranges(artifact: Artifact, ranges: list[ParsePart], store: ContentStor
     report.meta["parse_seconds"] = round(sum(o.seconds for o in outcomes), 3)
     return Merged(parquet=out, events=report.events, warnings=tuple(report.summary_warnings()),
                   meta=json.loads(json.dumps(report.meta, default=str)))
+
+
+def merge_kineto_ranges(artifact: Artifact, ranges: list[ParsePart], store: ContentStore) -> Merged:
+    """A Kineto trace's ranges merged into the artifact's file (ingest.kineto_ranges)."""
+    outcomes = [kineto_ranges.RangeOutcome.from_json(p.outcome) for p in ranges]
+
+    def load(k: int, columns: list[str] | None):
+        with store.parquet_file(ranges[k].parquet).open() as stored:  # local or S3 alike
+            return pq.read_table(stored, columns=columns)
+    out = store.parquet_dir(artifact.trace_id) / parquet_name(artifact.name)
+    try:
+        with event_file(out) as on_batch:
+            report = kineto_ranges.merge(load, outcomes, on_batch)
+    except kineto_ranges.Unmergeable as e:  # event_file removed what was written
+        return Merged(fallback=str(e))
+    return Merged(format=report.format, parquet=out, events=report.events,
+                  warnings=tuple(report.summary_warnings()), meta=json.loads(json.dumps(report.meta, default=str)))
 
 
 def parquet_name(name: str) -> str:

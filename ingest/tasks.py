@@ -40,7 +40,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from accounts.models import Team
-from ingest import db_outage, fanout
+from ingest import db_outage, fanout, kineto_ranges
 from ingest.artifact_results import parse_one
 from ingest.bundle import expand
 from ingest.events import ParseError
@@ -210,6 +210,9 @@ def parse_part(trace_id: int, run_id: str, plan_id: str, no: int) -> None:
 
 
 def _part_label(part: ParsePart) -> str:
+    if part.kind == ParsePart.RANGE and part.spec.get("format") == fanout.KINETO:
+        r = part.spec["range"]
+        return f"{part.artifact.name} (bytes {r['start']:,}-{r['end']:,})"
     if part.kind == ParsePart.RANGE:
         r = part.spec["range"]
         return f"{part.artifact.name} (bytes {r['start']:,}-{r['end']:,}, from line {r['first_line']:,})"
@@ -223,6 +226,8 @@ def _run_part(trace: Trace, part: ParsePart, store: ContentStore) -> None:
         if part.kind == ParsePart.ARTIFACT:
             events = _parse_artifact(trace, part.artifact, path, store, beat)
             outcome, parquet = "", ""
+        elif part.spec.get("format") == fanout.KINETO:
+            events, outcome, parquet = _parse_kineto_range(trace, part, path, store, Path(tmp), beat)
         else:
             rng = LineRange.from_dict(part.spec["range"])
             out = fanout.parts_dir(store, trace.pk, part.plan) / f"{part.no}.parquet"
@@ -242,6 +247,23 @@ def _run_part(trace: Trace, part: ParsePart, store: ContentStore) -> None:
             Trace.objects.filter(pk=trace.pk).update(
                 bytes_done=F("bytes_done") + int(part.spec.get("share", 0)), events_done=F("events_done") + events,
                 artifacts_done=F("artifacts_done") + whole_files, updated_at=timezone.now())
+
+
+def _parse_kineto_range(trace: Trace, part: ParsePart, path: Path, store: ContentStore,
+                        tmp: Path, beat) -> tuple[int, str, str]:
+    """One byte range of a Kineto trace to its Parquet file: (rows, outcome JSON, stored
+    Parquet file)."""
+    rng = kineto_ranges.EventRange.from_dict(part.spec["range"])
+    out = fanout.parts_dir(store, trace.pk, part.plan) / f"{part.no}.parquet"
+    try:
+        result = kineto_ranges.parse_range_to_parquet(path, rng, out, part.artifact.name, tmp, beat)
+    except SoftTimeLimitExceeded:
+        raise
+    except Exception as e:  # the merge parses the whole file instead, as one worker would
+        log.exception("parse_part: %s failed", _part_label(part))
+        result = kineto_ranges.RangeOutcome(error=f"{type(e).__name__}: {e}"[:300])
+    parquet = store.put_parquet(trace.pk, out) if out.exists() else ""  # S3: uploaded
+    return result.events, result.to_json(), parquet
 
 
 @shared_task(name="ingest.merge_parts", acks_late=True, reject_on_worker_lost=True, **db_outage.RETRY)
@@ -286,7 +308,7 @@ def _merge_artifact(trace: Trace, parts: list[ParsePart], store: ContentStore) -
         with tempfile.TemporaryDirectory(prefix=f"trace-{trace.pk}-merge-", dir=_tmp_root(store)) as tmp:
             _parse_artifact(trace, artifact, fanout.staged(parts[0], store, Path(tmp)), store, _heartbeat(trace))
         return
-    artifact.format, artifact.event_count = "log", merged.events
+    artifact.format, artifact.event_count = merged.format, merged.events
     artifact.warnings, artifact.error, artifact.meta = list(merged.warnings), "", merged.meta
     artifact.start_ts, artifact.end_ts = time_extent(merged.parquet)
     artifact.parquet = store.put_parquet(trace.pk, merged.parquet)  # S3: uploaded, local copy removed

@@ -4,6 +4,8 @@ in one process gives, and a pool child SIGKILLed mid-part leaves the trace to fi
 other worker with one report."""
 from __future__ import annotations
 
+import gzip
+import json
 import os
 import re
 import signal
@@ -12,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from diagnosis.pipeline import run
+from ingest import kineto_ranges
 from tests.acceptance.golden import normalized
 from tests.corpus import corpus
 from tests.support.stack import Stack, add_workers, part_counts, pool_children, running_stack, wait_for
@@ -80,6 +83,41 @@ def test_a_tiled_log_split_in_ranges_with_a_bounded_warm_up(stack, tmp_path):
     assert comparable(report) == comparable(single_report([big]))
     assert part_counts(stack, trace_id)["range"] >= 60
     assert b"parsed whole by the merge" not in worker_logs(stack)
+
+
+def kineto_plain(tmp_path: Path, name: str, edit=None) -> Path:
+    """The corpus' healthy decode trace uncompressed (24 MB: three windows of the Kineto
+    reader), `edit` applied to its document."""
+    out = tmp_path / name
+    data = gzip.decompress(corpus("h200", "healthy_decode", "kineto_trace.json.gz").read_bytes())
+    if edit is not None:
+        doc = json.loads(data)
+        edit(doc)
+        data = json.dumps(doc).encode()
+    out.write_bytes(data)
+    return out
+
+
+def test_an_uncompressed_kineto_trace_split_in_byte_ranges(stack, tmp_path):
+    """Parsed by ranges of whole reader windows on both workers and merged: the report of
+    one parse in one process, with no whole-file fallback."""
+    big = kineto_plain(tmp_path, "healthy.pt.trace.json")
+    trace_id, report = stack_report(stack, [(big.name, big.read_bytes())])
+    assert comparable(report) == comparable(single_report([big]))
+    assert part_counts(stack, trace_id)["range"] == len(kineto_ranges.plan_ranges(big, PART_BYTES)) >= 3
+    assert b"healthy.pt.trace.json parsed whole by the merge" not in worker_logs(stack)
+
+
+def test_kineto_ranges_that_cannot_be_merged_fall_back_to_the_whole_file(stack, tmp_path):
+    """A B/E pair from the first range to the last: the merge parses the file itself."""
+    def begin_end(doc):
+        span = {"cat": "user_annotation", "name": "whole run", "pid": 1, "tid": 1}
+        doc["traceEvents"] = [span | {"ph": "B", "ts": 0.0}, *doc["traceEvents"], span | {"ph": "E", "ts": 1e12}]
+    big = kineto_plain(tmp_path, "begin_end.pt.trace.json", begin_end)
+    trace_id, report = stack_report(stack, [(big.name, big.read_bytes())])
+    assert comparable(report) == comparable(single_report([big]))
+    assert part_counts(stack, trace_id)["range"] >= 3
+    assert b"begin_end.pt.trace.json parsed whole by the merge" in worker_logs(stack)
 
 
 def test_a_pool_child_killed_mid_part_leaves_the_trace_to_the_other_worker(stack, tmp_path):

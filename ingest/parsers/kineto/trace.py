@@ -97,6 +97,8 @@ class _Context:
         self.clamped = 0
         self.big_int_attrs = 0
         self.open_ranges: dict[tuple, list[tuple[Event, int]]] = {}
+        self.range_events = 0   # B/E events (their rows come after their window's others)
+        self.counter_events = 0  # C events (their rows come before their window's others)
 
 
 def _rows_off(final: dict[str, Any], ctx: _Context) -> list[str]:
@@ -111,7 +113,9 @@ def _rows_off(final: dict[str, Any], ctx: _Context) -> list[str]:
     return off
 
 
-def parse(path: Path, sink: EventSink, report: ParseReport) -> None:
+def parse(path: Path, sink: EventSink, report: ParseReport, order: dict | None = None) -> None:
+    """`order` (ingest.kineto_ranges) gets what a byte range's merge needs to put the rows in
+    the order of the whole file's parse: where the waiting rows start, the B/E and C events."""
     reader = TraceReader(Path(path))
     chunks = reader.chunks()
     chunk = next(chunks, None)  # reads the header
@@ -122,6 +126,8 @@ def parse(path: Path, sink: EventSink, report: ParseReport) -> None:
         del chunk  # not kept alive while the next window decodes
         chunk = next(chunks, None)
     _close_open_ranges(ctx, sink)
+    if order is not None:
+        order.update(waiting_from=sink.count, range_events=ctx.range_events, counter_events=ctx.counter_events)
     _emit_waiting_rows(ctx, sink)
     if reader.trailer != ahead:  # the read-ahead missed (trailer over TAIL_BYTES): report the real one
         final = _read_meta(reader.header | reader.trailer, report)
@@ -405,6 +411,8 @@ def _emit_chunk(chunk: Chunk, ctx: _Context, sink: EventSink) -> None:
     ctx.metadata_events += int(is_meta.sum())
     is_counter = ph == _PHASE["C"]
     is_range = (ph == _PHASE["B"]) | (ph == _PHASE["E"])
+    ctx.range_events += int(is_range.sum())
+    ctx.counter_events += int(is_counter.sum())
     for i in np.flatnonzero(is_counter):
         _emit_counter(evs[i], int(index[i]), ctx, sink)
     pending = [_match_range(evs[i], int(index[i]), ctx) for i in np.flatnonzero(is_range)]
