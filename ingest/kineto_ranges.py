@@ -37,6 +37,7 @@ import pyarrow.compute as pc
 
 from ingest.events import EventSink, ParseError, ParseReport
 from ingest.io import count_bytes_read, is_gzip, open_bytes
+from ingest.log_ranges import JsonCarried
 from ingest.parse import event_file, run_parser
 from ingest.parsers.kineto import decode, trace
 
@@ -69,7 +70,7 @@ class EventRange:
 
 
 @dataclass
-class RangeOutcome:
+class RangeOutcome(JsonCarried):
     """What parsing one range gave, carried to the merge as JSON."""
     events: int = 0                 # rows
     trace_events: int = 0           # traceEvents of the range (its closing event not counted)
@@ -81,13 +82,6 @@ class RangeOutcome:
     meta: dict = field(default_factory=dict)
     error: str = ""
     seconds: float = 0.0
-
-    def to_json(self) -> str:
-        return json.dumps(self.__dict__, default=str)
-
-    @classmethod
-    def from_json(cls, text: str) -> "RangeOutcome":
-        return cls(**json.loads(text))
 
 
 def splittable(path: Path) -> bool:

@@ -59,8 +59,19 @@ class LineRange:
         return cls(**{k: d[k] for k in ("start", "end", "first_line", "warm_start", "warm_line", "last")})
 
 
+class JsonCarried:
+    """A dataclass a part's worker hands to the merge as JSON text (stdlib JSON)."""
+
+    def to_json(self) -> str:
+        return json.dumps(self.__dict__, default=str)
+
+    @classmethod
+    def from_json(cls, text: str):
+        return cls(**json.loads(text))
+
+
 @dataclass
-class RangeOutcome:
+class RangeOutcome(JsonCarried):
     """What parsing one range gave; `to_json`/`from_json` carry it from the part's worker to
     the merge (stdlib JSON: NaN values and int keys of held rows survive as the single parse
     would write them)."""
@@ -77,13 +88,6 @@ class RangeOutcome:
     year_assumed: bool = False
     error: str = ""
     seconds: float = 0.0
-
-    def to_json(self) -> str:
-        return json.dumps(self.__dict__, default=str)
-
-    @classmethod
-    def from_json(cls, text: str) -> "RangeOutcome":
-        return cls(**json.loads(text))
 
 
 def splittable(path: Path) -> bool:
