@@ -3,8 +3,9 @@
 A trace whose files together reach TRACEDOC_FANOUT_BYTES is parsed as parts (ParsePart
 rows): one per file, and for a plain text log one per byte range of about
 TRACEDOC_FANOUT_PART_BYTES (ingest.log_ranges: each range warms its parser up on the
-TRACEDOC_FANOUT_WARMUP_BYTES before it); an uncompressed Kineto JSON trace is split too, in
-ranges of whole windows of its reader (ingest.kineto_ranges). Gzip files and the other
+TRACEDOC_FANOUT_WARMUP_BYTES before it); with TRACEDOC_FANOUT_KINETO_PART_BYTES set, an
+uncompressed Kineto JSON trace is split too, in ranges of whole windows of its reader
+(ingest.kineto_ranges). Gzip files and the other
 formats are one part per file: their parsers read whole files.
 
 Every part reads its file from the content store (archive members are stored there by the
@@ -66,8 +67,9 @@ def make_plan(trace: Trace, leaves: list[tuple[Artifact, Path]], sizes: list[int
         share = trace.bytes_total * size / files_bytes
         base = {"leaf": path.name, "share": share}
         fmt = _format(path, artifact.name)
-        events = kineto_ranges.plan_ranges(path, settings.TRACEDOC_FANOUT_PART_BYTES) \
-            if fmt is kineto_parser and kineto_ranges.splittable(path) else []
+        kineto_part = settings.TRACEDOC_FANOUT_KINETO_PART_BYTES
+        events = kineto_ranges.plan_ranges(path, kineto_part) \
+            if kineto_part > 0 and fmt is kineto_parser and kineto_ranges.splittable(path) else []
         if events:
             for r in events:
                 rows.append(ParsePart(kind=ParsePart.RANGE, artifact=artifact, spec=base | {

@@ -313,6 +313,11 @@ CELERY_TASK_ROUTES = ("tracedoc.celery.route_by_role",)  # ingest.* -> parse, di
 TRACEDOC_FANOUT_BYTES = envint("TRACEDOC_FANOUT_BYTES", 256 * 1024**2)
 TRACEDOC_FANOUT_PART_BYTES = max(1, envint("TRACEDOC_FANOUT_PART_BYTES", 64 * 1024**2))
 TRACEDOC_FANOUT_WARMUP_BYTES = envint("TRACEDOC_FANOUT_WARMUP_BYTES", 4 * 1024**2)
+# A plain Kineto JSON in byte ranges of about this size (ingest/kineto_ranges.py); 0, the
+# default: one part per file. The merge is serial and re-reads every range, so the split pays
+# only with many parse workers on free cores (on 2 cores a 504 MB file parsed 0.62x as fast:
+# bench/README.md "Fan-out").
+TRACEDOC_FANOUT_KINETO_PART_BYTES = envint("TRACEDOC_FANOUT_KINETO_PART_BYTES", 0)
 # At most this many traces of one team parse at once (0: no limit); the others wait in `received`.
 TRACEDOC_TEAM_MAX_PARSING = envint("TRACEDOC_TEAM_MAX_PARSING", 4)
 CELERY_TASK_IGNORE_RESULT = True  # state lives on the Trace row, not in a result backend

@@ -32,7 +32,7 @@ SCENARIOS = [("h200", "nccl_timeout"), ("h200", "oom_fragmentation"), ("h200", "
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
     env = {"TRACEDOC_FANOUT_BYTES": "1", "TRACEDOC_FANOUT_PART_BYTES": str(PART_BYTES),
-           "TRACEDOC_FANOUT_WARMUP_BYTES": str(WARMUP_BYTES)}
+           "TRACEDOC_FANOUT_WARMUP_BYTES": str(WARMUP_BYTES), "TRACEDOC_FANOUT_KINETO_PART_BYTES": str(PART_BYTES)}
     with running_stack(tmp_path_factory.mktemp("fanout"), "prefork", **env) as s:
         add_workers(s, 1)  # a second worker host, as far as the queue can tell
         yield s
