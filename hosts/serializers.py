@@ -15,9 +15,11 @@ class HeartbeatSerializer(serializers.Serializer):
     interval = serializers.FloatField(min_value=1, max_value=86400, required=False, default=30.0,
                                       help_text="seconds until the agent's next heartbeat")
     gpus = serializers.ListField(child=serializers.DictField(), max_length=MAX_GPUS, required=False, default=list)
-    last_trace = serializers.IntegerField(required=False, allow_null=True, default=None,
+    last_trace = serializers.IntegerField(required=False, allow_null=True, default=None, min_value=1,
+                                          max_value=2**63 - 1,  # a trace id (bigint)
                                           help_text="the trace the agent's last shipped bundle became")
-    pending_bundles = serializers.IntegerField(min_value=0, required=False, default=0)
+    pending_bundles = serializers.IntegerField(min_value=0, max_value=2**31 - 1,  # its column's range
+                                               required=False, default=0)
     failed_captures = serializers.DictField(child=serializers.CharField(max_length=2000), required=False,
                                             default=dict, help_text="capture request id -> why it failed")
 

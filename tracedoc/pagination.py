@@ -18,7 +18,7 @@ MAX_OFFSET = 10**12
 
 def _bounded_int(request: Request, name: str, default: int, minimum: int, maximum: int | None) -> int:
     raw = request.query_params.get(name)
-    if raw is None or raw == "":
+    if raw is None:
         return default
     try:
         value = int(raw)

@@ -280,7 +280,8 @@ SPECTACULAR_SETTINGS = {
     # refuses it blank) and a generated client gets upload models with files
     "COMPONENT_SPLIT_REQUEST": True,
     "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums",
-                             "tracedoc.openapi_problems.document_problems"],
+                             "tracedoc.openapi_problems.document_problems",
+                             "tracedoc.openapi_requests.json_bodies"],
     # one name per choice set that two fields share or whose field names collide
     "ENUM_NAME_OVERRIDES": {
         "SeverityEnum": "diagnosis.models.SEVERITY_CHOICES",

@@ -28,8 +28,9 @@ class RangeQuery(serializers.Serializer):
     end_ns = serializers.IntegerField(required=False)
     max_items = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ITEMS_LIMIT,
                                          default=DEFAULT_MAX_ITEMS)
-    artifact = serializers.CharField(required=False, help_text="with loc: find this evidence row")
-    loc = serializers.CharField(required=False)
+    # blank = not given, as a query string's empty value is
+    artifact = serializers.CharField(required=False, allow_blank=True, help_text="with loc: find this evidence row")
+    loc = serializers.CharField(required=False, allow_blank=True)
 
     def validate(self, data):
         if "start_ns" in data and "end_ns" in data and data["end_ns"] <= data["start_ns"]:

@@ -83,7 +83,7 @@ class TraceUploadSerializer(serializers.Serializer):
     files = serializers.ListField(child=UploadedFileField(allow_empty_file=True), allow_empty=False, min_length=1,
                                   help_text="the trace's files (repeat the field); archives (tar, tar.gz, zip) are expanded")
     name = serializers.CharField(required=False, allow_blank=True, max_length=200)
-    labels = serializers.CharField(required=False, allow_blank=True,
+    labels = serializers.CharField(required=False, allow_blank=True, allow_null=True,
                                    help_text='a JSON object, e.g. {"env": "prod"}, or key=value,key=value')
     team = serializers.SlugField(required=False, allow_blank=True,
                                  help_text="team slug; needed when you belong to several teams")

@@ -146,3 +146,11 @@ def test_a_trace_page_shows_how_the_wrapped_command_ended(logged_in, infra):
     page = logged_in.get(f"/traces/{trace.pk}/").content.decode()
     outcome = page[page.index('id="command-outcome"'):].split("</section>")[0]
     assert "python train.py" in outcome and "SIGKILL" in outcome and "137" in outcome
+
+
+@pytest.mark.parametrize("field, value", [("pending_bundles", 395_700_277_290_742), ("last_trace", 10**30),
+                                          ("last_trace", 0)])
+def test_a_heartbeat_number_past_its_column_is_a_400(alice_api, infra, field, value):
+    """(schemathesis found the first a 500: PostgreSQL's integer out of range)"""
+    response = alice_api.post("/api/v1/hosts/heartbeat/", {"host": "gpu-1", field: value}, format="json")
+    assert response.status_code == 400 and field in response.json()["detail"], response.content

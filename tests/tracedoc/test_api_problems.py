@@ -141,3 +141,10 @@ def test_an_internal_error_under_the_api_is_a_500_problem_without_the_traceback(
     assert any("secret internals" in str(r.exc_info[1]) for r in caplog.records if r.exc_info)
     page = client.get("/nonexistent-page-500/")  # pages keep Django's own answers
     assert page.status_code == 404 and page["Content-Type"].startswith("text/html")
+
+
+def test_a_blank_limit_or_offset_is_a_400_not_the_default(alice_api, no_worker):
+    """(schemathesis: `?offset=` passed as the default although the schema says an integer)"""
+    body = problem(alice_api.get("/api/v1/traces/?offset="), 400, "invalid")
+    assert body["invalid_params"] == [{"name": "offset", "reason": "expected an integer, got ''"}]
+    assert alice_api.get("/api/v1/traces/?limit=5&offset=0").status_code == 200

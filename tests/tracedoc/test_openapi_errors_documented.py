@@ -45,6 +45,15 @@ def test_list_and_stream_parameters_carry_the_servers_bounds(schema):
     assert traces["limit"]["maximum"] == 500
 
 
+def test_request_bodies_are_json_but_the_uploads_multipart(schema):
+    bodies = {(path, method): set(op["requestBody"]["content"]) for path, method, op in operations(schema)
+              if "requestBody" in op}
+    assert bodies[("/api/v1/traces/", "post")] == {"multipart/form-data"}
+    assert bodies[("/api/v1/destinations/{id}/", "patch")] == {"application/json"}
+    assert all(types == {"application/json"} for (path, method), types in bodies.items()
+               if (path, method) != ("/api/v1/traces/", "post")), bodies
+
+
 def test_a_required_text_field_of_a_request_may_not_be_blank(schema):
     components = schema["components"]["schemas"]
     assert components["HeartbeatRequest"]["properties"]["host"]["minLength"] == 1
