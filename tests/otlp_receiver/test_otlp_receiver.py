@@ -114,7 +114,9 @@ def test_the_otlp_exporter_streams_spans_that_end_in_a_diagnosed_trace(live_trac
     # batched as in production: shutdown sends the ten spans in one export request
     provider.add_span_processor(BatchSpanProcessor(exporter, schedule_delay_millis=60_000))
     tracer = provider.get_tracer("test_otlp_receiver")
-    start = time.time_ns() - 3 * window * SECOND  # a closed window: the export request flushes it
+    # a closed window (the export request flushes it), its spans well inside it: windows are
+    # aligned to the epoch, and spans across a boundary would make two traces
+    start = (time.time_ns() // (window * SECOND) - 3) * window * SECOND + SECOND
     for i in range(5):
         with tracer.start_as_current_span("POST /v1/completions", start_time=start + i * SECOND,
                                           end_on_exit=False) as request_span:
