@@ -61,9 +61,8 @@ def _embedded_ipv4(ip: IPAddress) -> list[ipaddress.IPv4Address]:
     if not isinstance(ip, ipaddress.IPv6Address):
         return []
     found = []
-    if int(ip) >> 32 == 0 and int(ip) > 1:  # ::a.b.c.d (IPv4-compatible, deprecated)
-        found.append(ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF))
-    if any(ip in net for net in NAT64):
+    compatible = int(ip) >> 32 == 0 and int(ip) > 1  # ::a.b.c.d (IPv4-compatible, deprecated)
+    if compatible or any(ip in net for net in NAT64):  # both carry it in the last 32 bits
         found.append(ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF))
     if ip.sixtofour is not None:
         found.append(ip.sixtofour)

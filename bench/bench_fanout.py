@@ -152,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.kineto_ranks:
             files, size = build_kineto_ranks(tmp / "trace", int(args.gb * 1e9), args.kineto_ranks)
             what = (f"{len(files)} Kineto files (ranks), {size / 1e6:,.1f} MB tiled from the corpus's "
-                    "healthy decode; one part per file")
+                    "healthy decode; one part per file unless TRACEDOC_FANOUT_KINETO_PART_BYTES is set")
         else:
             files = [tmp / "train.log"]
             size = build_log(files[0], int(args.gb * 1e9))

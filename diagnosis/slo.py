@@ -16,8 +16,8 @@ import pandas as pd
 import yaml
 
 from diagnosis import slis
-from ingest import interruptions
 from diagnosis.results import FailedSLO, Violation
+from ingest import interruptions
 from rules.results import Finding
 
 BUILTIN = Path(__file__).parent / "slos" / "builtin.yaml"

@@ -69,7 +69,7 @@ def make_plan(trace: Trace, leaves: list[tuple[Artifact, Path]], sizes: list[int
         fmt = _format(path, artifact.name)
         kineto_part = settings.TRACEDOC_FANOUT_KINETO_PART_BYTES
         events = kineto_ranges.plan_ranges(path, kineto_part) \
-            if kineto_part > 0 and fmt is kineto_parser and kineto_ranges.splittable(path) else []
+            if kineto_part > 0 and fmt is kineto_parser else []  # [] for a gzip: it stays whole
         if events:
             for r in events:
                 rows.append(ParsePart(kind=ParsePart.RANGE, artifact=artifact, spec=base | {

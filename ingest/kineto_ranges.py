@@ -84,10 +84,6 @@ class RangeOutcome(JsonCarried):
     seconds: float = 0.0
 
 
-def splittable(path: Path) -> bool:
-    return not is_gzip(Path(path))
-
-
 # ---------------------------------------------------------------- plan
 
 def _header(path: Path) -> tuple[dict[str, msgspec.Raw], int]:

@@ -27,6 +27,7 @@ import tempfile
 import time
 from contextlib import ExitStack
 from pathlib import Path
+from typing import Callable
 
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -227,19 +228,13 @@ def _run_part(trace: Trace, part: ParsePart, store: ContentStore) -> None:
             events = _parse_artifact(trace, part.artifact, path, store, beat)
             outcome, parquet = "", ""
         elif part.spec.get("format") == fanout.KINETO:
-            events, outcome, parquet = _parse_kineto_range(trace, part, path, store, Path(tmp), beat)
+            events_range = kineto_ranges.EventRange.from_dict(part.spec["range"])
+            events, outcome, parquet = _parse_range(trace, part, store, kineto_ranges.RangeOutcome, lambda out: (
+                kineto_ranges.parse_range_to_parquet(path, events_range, out, part.artifact.name, Path(tmp), beat)))
         else:
-            rng = LineRange.from_dict(part.spec["range"])
-            out = fanout.parts_dir(store, trace.pk, part.plan) / f"{part.no}.parquet"
-            try:
-                result = parse_range_to_parquet(path, rng, out, part.artifact.name, part.spec["year"], beat)
-            except SoftTimeLimitExceeded:
-                raise
-            except Exception as e:  # the merge parses the whole file instead, as one worker would
-                log.exception("parse_part: %s failed", _part_label(part))
-                result = RangeOutcome(error=f"{type(e).__name__}: {e}"[:300])
-            events, outcome = result.events, result.to_json()
-            parquet = store.put_parquet(trace.pk, out) if out.exists() else ""  # S3: uploaded
+            lines = LineRange.from_dict(part.spec["range"])
+            events, outcome, parquet = _parse_range(trace, part, store, RangeOutcome, lambda out: (
+                parse_range_to_parquet(path, lines, out, part.artifact.name, part.spec["year"], beat)))
     whole_files = 1 if part.kind == ParsePart.ARTIFACT else 0
     with transaction.atomic():
         if ParsePart.objects.filter(pk=part.pk).exclude(state=ParsePart.DONE).update(
@@ -249,19 +244,19 @@ def _run_part(trace: Trace, part: ParsePart, store: ContentStore) -> None:
                 artifacts_done=F("artifacts_done") + whole_files, updated_at=timezone.now())
 
 
-def _parse_kineto_range(trace: Trace, part: ParsePart, path: Path, store: ContentStore,
-                        tmp: Path, beat) -> tuple[int, str, str]:
-    """One byte range of a Kineto trace to its Parquet file: (rows, outcome JSON, stored
-    Parquet file)."""
-    rng = kineto_ranges.EventRange.from_dict(part.spec["range"])
+def _parse_range(trace: Trace, part: ParsePart, store: ContentStore, outcome_type,
+                 parse_to: Callable[[Path], object]) -> tuple[int, str, str]:
+    """One byte range (of a log or a Kineto trace) to its Parquet file with `parse_to(out)`:
+    (rows, outcome JSON, stored Parquet file). A range that fails leaves an outcome naming
+    the error: the merge parses the whole file instead, as one worker would."""
     out = fanout.parts_dir(store, trace.pk, part.plan) / f"{part.no}.parquet"
     try:
-        result = kineto_ranges.parse_range_to_parquet(path, rng, out, part.artifact.name, tmp, beat)
+        result = parse_to(out)
     except SoftTimeLimitExceeded:
         raise
-    except Exception as e:  # the merge parses the whole file instead, as one worker would
+    except Exception as e:
         log.exception("parse_part: %s failed", _part_label(part))
-        result = kineto_ranges.RangeOutcome(error=f"{type(e).__name__}: {e}"[:300])
+        result = outcome_type(error=f"{type(e).__name__}: {e}"[:300])
     parquet = store.put_parquet(trace.pk, out) if out.exists() else ""  # S3: uploaded
     return result.events, result.to_json(), parquet
 
