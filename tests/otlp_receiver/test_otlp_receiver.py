@@ -50,8 +50,9 @@ def token(alice) -> str:
 
 
 def test_json_spans_are_grouped_by_service_and_window_and_bad_spans_are_reported(client, token, window, no_worker):
-    now = time.time_ns()
-    soon = now + 3600 * SECOND  # a window still open: the spans wait in PendingSpans
+    # a window still open (the spans wait in PendingSpans), the spans well inside it: windows
+    # are aligned to the epoch, and spans across a boundary would be two groups
+    soon = (time.time_ns() // (window * SECOND) + 60) * window * SECOND + SECOND
     body = _request("frontend", [_span("ab" * 16, "cd" * 8, soon), _span("ab" * 16, "ef" * 8, soon + SECOND),
                                  _span("00" * 16, "12" * 8, soon)])  # an all-zero traceId is dropped
     body["resourceSpans"] += _request("router", [_span("01" * 16, "02" * 8, soon)])["resourceSpans"]
