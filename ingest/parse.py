@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import sys
+import threading
 import time
 import zlib
 from contextlib import contextmanager
@@ -100,10 +101,12 @@ def parse_events(path: Path, artifact_id: str, name: str | None,
         raise _internal(name, "format detection", e, "byte 0") from e
     report = ParseReport(format=parser.FORMAT)
     read = [0]
+    caller = threading.current_thread()
 
     def on_read(position: int) -> None:
         read[0] = max(read[0], position)  # a parser that reads the file twice never goes back
-        progress(sink.count, read[0])
+        if threading.current_thread() is caller:  # a reading thread (ingest.prefetch) only counts
+            progress(sink.count, read[0])
 
     def batch_done(batch: pa.RecordBatch) -> None:
         on_batch(batch)

@@ -6,6 +6,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from diagnosis.tasks import diagnose_trace
 from ingest import tasks as ingest_tasks
 from ingest.models import Trace
+from ingest.parsers.kineto import decode as kineto_decode
 from ingest.progress import DIAGNOSIS_STAGES
 from ingest.tasks import parse_trace
 from ingest.uploads import create_trace
@@ -53,6 +54,8 @@ def test_the_percent_follows_bytes_then_the_diagnosis(infra):
 
 def test_parsing_reports_bytes_as_it_reads(infra, alice, no_worker, record_calls, monkeypatch, corpus_dir):
     monkeypatch.setattr(ingest_tasks, "PROGRESS_EVERY_S", 0.0)
+    # windows of 64 KiB: ~200 of them; the reading thread is at most two ahead of the rows built
+    monkeypatch.setattr(kineto_decode, "WINDOW_BYTES", 64 << 10)
     path = corpus("h200", "healthy_decode", "kineto_trace.json.gz")  # 1.4 MB: more than one read
     trace = upload(infra, alice, path)
     parse_trace(trace.pk)

@@ -21,9 +21,11 @@ from pathlib import Path
 from typing import BinaryIO, Iterator
 
 import msgspec
+import numpy as np
 
 from ingest.events import INT64_MAX, INT64_MIN, ParseError
 from ingest.io import is_gzip, open_bytes
+from ingest.parsers.kineto.scan import Columns, scan_window
 
 WINDOW_BYTES = 8 << 20    # content read per step: bounds the memory of one chunk
 TAIL_BYTES = 64 << 10     # end of content read ahead for the keys after traceEvents
@@ -102,9 +104,29 @@ def _last_cuts(win: bytearray, size: int, eof: bool) -> list[int]:
 
 @dataclass
 class Chunk:
+    """The events of one window: typed `Event`s (msgspec), or `columns` when the compiled
+    scanner took the window (kineto.scan)."""
     start: int                 # index of the first event in traceEvents
-    events: list[Event]
+    events: list[Event] | None
     index: list[int] | None    # traceEvents index per event when some were skipped
+    columns: Columns | None = None
+
+    def __len__(self) -> int:
+        return len(self.events) if self.events is not None else len(self.columns)
+
+    def event(self, i: int) -> Event:
+        """The i-th event typed (for a scanned window: decoded from its text)."""
+        if self.events is not None:
+            return self.events[i]
+        start, end = self.columns.spans[i].tolist()
+        return _ONE_EVENT.decode(self.columns.window[start:end])
+
+    def first_times(self, k: int) -> list[float]:
+        """The numeric ts of the first k events."""
+        if self.events is None:
+            ts = self.columns.ts[:k]
+            return ts[np.isfinite(ts)].tolist()
+        return [e.ts for e in self.events[:k] if isinstance(e.ts, (int, float))]
 
 
 # digits -> "0", everything else -> " ": a run of 19 zeros is a 19-digit number
@@ -211,7 +233,7 @@ class TraceReader:
                     continue  # no valid cut yet: read more
                 chunk, used = found
                 del found
-                if chunk.events or chunk.index is not None:
+                if len(chunk) or chunk.index is not None:
                     yield chunk
                 del chunk  # not kept alive while the next window decodes
                 if used is None:
@@ -328,6 +350,9 @@ class TraceReader:
         """Typed events of `[...]`; with `raws` (the same array, split) event by event."""
         start = self.count
         if raws is None:
+            if (columns := scan_window(blob)) is not None:
+                self.count += len(columns)
+                return Chunk(start, None, None, columns)
             try:
                 events = _EVENTS.decode(blob)
                 self.count += len(events)

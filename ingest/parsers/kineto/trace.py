@@ -29,9 +29,11 @@ import pyarrow.compute as pc
 from ingest.clock import Clock
 from ingest.events import INT64_MAX, INT64_MIN, EventSink, ParseReport, dumps_attrs
 from ingest.io import is_gzip
+from ingest.prefetch import prefetched
 from ingest.parsers.kineto.decode import (
     Args, Chunk, Event, TraceReader, decode_args, has_big_int, peek_trailer,
 )
+from ingest.parsers.kineto.scan import INT, NULL, Texts, ints
 from ingest.parsers.kineto.kinds import (
     CATEGORY_KIND, DEVICE_KINDS, FLOW_PHASES, NCCL_KERNEL_PREFIXES,
     PARAM_COMMS_OP, collective_attrs, load_args, memcpy_attrs, step_attrs, stringify_big_ints,
@@ -117,7 +119,7 @@ def parse(path: Path, sink: EventSink, report: ParseReport, order: dict | None =
     """`order` (ingest.kineto_ranges) gets what a byte range's merge needs to put the rows in
     the order of the whole file's parse: where the waiting rows start, the B/E and C events."""
     reader = TraceReader(Path(path))
-    chunks = reader.chunks()
+    chunks = prefetched(reader.chunks())  # the next window is read and scanned while this one is built
     chunk = next(chunks, None)  # reads the header
     ahead = peek_trailer(reader.path) if _trailer_may_matter(reader, chunk) else {}
     ctx = _Context(report, _read_meta(reader.header | ahead, report))
@@ -164,7 +166,7 @@ def _trailer_may_matter(reader: TraceReader, first: Chunk | None) -> bool:
         return True
     if "baseTimeNanoseconds" in reader.header:
         return False
-    ts = [e.ts for e in (first.events[:1000] if first else ()) if isinstance(e.ts, (int, float))]
+    ts = first.first_times(1000) if first else []
     return not (ts and min(ts) * 1000 >= UNIX_NS_FLOOR)
 
 
@@ -263,6 +265,23 @@ def _ints(values: Sequence) -> tuple[np.ndarray, int]:
     return out, clamped
 
 
+def _int_field(t: Texts) -> tuple[np.ndarray, int]:
+    """`_ints` of a scanned field's values: the integer texts cast in one call, only the
+    others (a pid "Spans") decoded one by one."""
+    out = np.full(len(t.tags), -1, np.int64)
+    is_int = t.tags == INT
+    fast = ints(Texts(t.tags[is_int], t.texts.filter(pa.array(is_int)))) if is_int.any() else None
+    if fast is not None:
+        out[is_int] = fast
+    else:
+        is_int[:] = False  # some beyond int64: every value one by one (counted as clamped)
+    odd = (t.tags > NULL) & ~is_int
+    if not odd.any():
+        return out, 0
+    out[odd], clamped = _ints(Texts(t.tags[odd], t.texts.filter(pa.array(odd))).values())
+    return out, clamped
+
+
 def _ints_one_by_one(values: Sequence) -> tuple[np.ndarray, int]:
     out = np.fromiter(
         (-1 if v is None else v if type(v) is int and INT64_MIN <= v <= INT64_MAX
@@ -289,8 +308,8 @@ class _Strings:
         self.values, self.codes, self._array = values, codes, array
 
     @classmethod
-    def of(cls, items: Sequence[str]) -> "_Strings":
-        array = pa.array(items, pa.string()).dictionary_encode()
+    def of(cls, items: Sequence[str] | pa.StringArray) -> "_Strings":
+        array = (items if isinstance(items, pa.Array) else pa.array(items, pa.string())).dictionary_encode()
         return cls(array.dictionary.to_pylist(), array.indices.to_numpy(), array)
 
     @property
@@ -346,37 +365,75 @@ _TYPED_ARGS = _kinds(DEVICE_KINDS + ("runtime", "driver"))
 
 
 class _Fields:
-    """The fields of some events, one comprehension each: numbers and codes as arrays, the
-    rest as lists; `take` selects rows. Read once per window (flows and metadata included:
-    cheaper than picking the rows' events first and reading those)."""
+    """The fields of some events: numbers and codes as arrays, names and args text as Arrow
+    arrays, pid/tid as int64 (or the values, when some are not integers); `take` selects
+    rows. Read once per window, from the scanner's columns or from typed `Event`s (one
+    comprehension each), flows and metadata included: cheaper than picking rows first."""
 
-    def __init__(self, evs: list[Event]):
+    def __init__(self, ph, cat, ts, dur, name: pa.StringArray, pid, tid, args: Texts,
+                 arg_keys: dict[str, Texts] | None, event: Callable[[int], Event],
+                 written: dict[str, pa.StringArray] | None = None):
+        self.ph, self.cat, self.ts, self.dur = ph, cat, ts, dur
+        self.name, self.pid, self.tid, self.args, self.arg_keys = name, pid, tid, args, arg_keys
+        self.event = event           # the typed event of a row of the window
+        self.written = written       # the window's ph and cat strings (scanned windows)
+        self.rows = np.arange(len(ts))  # position of each row in the window
+
+    @classmethod
+    def of_chunk(cls, chunk: Chunk) -> "_Fields":
+        if chunk.events is not None:
+            return cls.of_events(chunk.events)
+        c = chunk.columns
+        return cls(_codes(c.ph, _PHASE, _PH_OTHER).astype(np.int8), _codes(c.cat, _CATEGORY, -1).astype(np.int8),
+                   c.ts, c.dur, c.name.fill_null(""), c.pid, c.tid, c.args, c.arg_keys, chunk.event,
+                   {"ph": c.ph, "cat": c.cat})
+
+    @classmethod
+    def of_events(cls, evs: list[Event]) -> "_Fields":
         ph_of, cat_of = _PHASE.get, _CATEGORY.get
         # phase and category in one code (one read of each event): phase * 16 + category + 1
         both = np.array([ph_of(e.ph, _PH_OTHER) * 16 + cat_of(e.cat, -1) for e in evs], np.int16) + 1
-        self.ph = (both >> 4).astype(np.int8)
-        self.cat = ((both & 15) - 1).astype(np.int8)
-        self.ts = np.array([e.ts for e in evs], dtype=float)  # None -> NaN
-        self.dur = np.array([e.dur for e in evs], dtype=float)
-        self.name = [e.name or "" for e in evs]
-        self.pid = [e.pid for e in evs]
-        self.tid = [e.tid for e in evs]
-        self.args = [e.args for e in evs]
-        self.evs = evs
-        self.rows = np.arange(len(evs))  # position of each row in `evs`
+        raws = [e.args for e in evs]
+        lengths = np.fromiter(map(len, raws), np.int64, len(raws))
+        offsets = np.zeros(len(raws) + 1, np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        args = pa.Array.from_buffers(pa.large_binary(), len(raws),
+                                     [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(raws))])
+        return cls((both >> 4).astype(np.int8), ((both & 15) - 1).astype(np.int8),
+                   np.array([e.ts for e in evs], dtype=float), np.array([e.dur for e in evs], dtype=float),
+                   pa.array([e.name or "" for e in evs], pa.string()),
+                   [e.pid for e in evs], [e.tid for e in evs], Texts(np.zeros(len(evs), np.uint8), args),
+                   None, evs.__getitem__)
 
     def __len__(self) -> int:
         return len(self.rows)
 
     def take(self, idx: np.ndarray) -> "_Fields":
         out = object.__new__(_Fields)
-        out.evs, out.rows = self.evs, self.rows[idx]
+        out.event, out.written, out.rows = self.event, self.written, self.rows[idx]
         out.ph, out.cat, out.ts, out.dur = self.ph[idx], self.cat[idx], self.ts[idx], self.dur[idx]
-        out.name, out.pid, out.tid, out.args = (_pick(x, idx) for x in (self.name, self.pid, self.tid, self.args))
+        out.pid, out.tid = (x.take(idx) if isinstance(x, Texts) else _pick(x, idx) for x in (self.pid, self.tid))
+        out.name = self.name.take(pa.array(idx))
+        out.args = self.args.take(idx)
+        out.arg_keys = None if self.arg_keys is None else {k: t.take(idx) for k, t in self.arg_keys.items()}
         return out
 
-    def events(self, idx: np.ndarray) -> Sequence[Event]:
-        return _pick(self.evs, self.rows[idx])
+    def events(self, idx: np.ndarray) -> list[Event]:
+        return [self.event(i) for i in self.rows[idx].tolist()]
+
+    def written_as(self, key: str, idx: np.ndarray) -> list[str]:
+        """The phase ("ph") or category ("cat") of some rows as written ("" for none)."""
+        if self.written is not None:
+            return self.written[key].take(pa.array(self.rows[idx])).fill_null("").to_pylist()
+        return [getattr(e, key) or "" for e in self.events(idx)]
+
+
+def _codes(strings: pa.StringArray, table: dict, default: int) -> np.ndarray:
+    """A small code per row from each distinct string's entry in `table` (null: None's)."""
+    encoded = strings.dictionary_encode()
+    values = encoded.dictionary.to_pylist()
+    lut = np.array([table.get(v, default) for v in values] + [table.get(None, default)], np.int16)
+    return lut[encoded.indices.fill_null(len(values)).to_numpy(zero_copy_only=False)]
 
 
 def _kind_array(codes: np.ndarray) -> pa.DictionaryArray:
@@ -392,12 +449,11 @@ def _kind_array(codes: np.ndarray) -> pa.DictionaryArray:
 # ---------------------------------------------------------------- per chunk
 
 def _emit_chunk(chunk: Chunk, ctx: _Context, sink: EventSink) -> None:
-    evs = chunk.events
-    n = len(evs)
+    n = len(chunk)
     if not n:
         return
     index = np.arange(chunk.start, chunk.start + n) if chunk.index is None else np.asarray(chunk.index)
-    fields = _Fields(evs)
+    fields = _Fields.of_chunk(chunk)
     ph = fields.ph
     if ctx.offset_ns is None and np.isfinite(fields.ts).any():
         first_ts = float(np.nanmin(fields.ts))
@@ -406,16 +462,16 @@ def _emit_chunk(chunk: Chunk, ctx: _Context, sink: EventSink) -> None:
 
     is_flow = np.isin(ph, _FLOW)
     if is_flow.any():
-        ctx.flows.update([evs[i].cat or "" for i in np.flatnonzero(is_flow).tolist()])
+        ctx.flows.update(fields.written_as("cat", np.flatnonzero(is_flow)))
     is_meta = ph == _PHASE["M"]
     ctx.metadata_events += int(is_meta.sum())
     is_counter = ph == _PHASE["C"]
     is_range = (ph == _PHASE["B"]) | (ph == _PHASE["E"])
     ctx.range_events += int(is_range.sum())
     ctx.counter_events += int(is_counter.sum())
-    for i in np.flatnonzero(is_counter):
-        _emit_counter(evs[i], int(index[i]), ctx, sink)
-    pending = [_match_range(evs[i], int(index[i]), ctx) for i in np.flatnonzero(is_range)]
+    for i in np.flatnonzero(is_counter).tolist():
+        _emit_counter(chunk.event(i), int(index[i]), ctx, sink)
+    pending = [_match_range(chunk.event(i), int(index[i]), ctx) for i in np.flatnonzero(is_range).tolist()]
     pending = [p for p in pending if p is not None]
 
     other = is_flow | is_meta | is_counter | is_range
@@ -426,35 +482,66 @@ def _emit_chunk(chunk: Chunk, ctx: _Context, sink: EventSink) -> None:
         _emit_rows(fields.take(rows), index[rows], ctx, sink)
     del fields
     if pending:
-        _emit_rows(_Fields([p[0] for p in pending]), np.array([p[1] for p in pending]), ctx, sink)
+        _emit_rows(_Fields.of_events([p[0] for p in pending]), np.array([p[1] for p in pending]), ctx, sink)
+
+
+# args key -> Args field
+_ARG_FIELDS = {"correlation": "correlation", "device": "device", "stream": "stream", "External id": "ext_id",
+               "Bytes": "mem_bytes", "Device Id": "mem_device", "Device Type": "mem_device_type"}
 
 
 class _TypedArgs:
-    """The columns that come from args, for the rows whose args feed columns (decoded in one
-    call); -1 / NaN for the others."""
+    """The columns that come from args, for the rows whose args feed columns; -1 / NaN for
+    the others. From the scanner's texts when every such value is an integer (the usual
+    case), else from `Args` decoded in one call."""
 
-    def __init__(self, raws: Sequence[msgspec.Raw], picked: np.ndarray):
-        self.picked, self.n = picked, len(raws)
-        self.slot = np.full(self.n, -1, np.int64)  # row -> position in `args`
+    def __init__(self, f: _Fields, picked: np.ndarray):
+        self.picked, self.n = picked, len(f)
+        self.slot = np.full(self.n, -1, np.int64)  # row -> position among the picked rows
         self.slot[picked] = np.arange(len(picked))
-        none = Args()
-        decoded = decode_args([raws[i] or b"null" for i in picked.tolist()]) if len(picked) else []
-        self.args = [none if a is None else a for a in decoded]
         self.clamped = 0
+        self.ints = _integer_args(f.arg_keys, picked) if f.arg_keys is not None else None
+        if self.ints is None:
+            none = Args()
+            raws = f.args.texts.take(pa.array(picked)).to_pylist() if len(picked) else []
+            decoded = decode_args([r or b"null" for r in raws]) if raws else []
+            self.args = [none if a is None else a for a in decoded]
 
-    def column(self, values: list, counted: bool = True) -> np.ndarray:
-        """int64 per row from the picked rows' values (-1 elsewhere)."""
+    def column(self, key: str, counted: bool = True) -> np.ndarray:
+        """int64 per row from the picked rows' values of args[key] (-1 elsewhere)."""
         out = np.full(self.n, -1, np.int64)
-        if values:
-            out[self.picked], clamped = _ints(values)
-            self.clamped += clamped if counted else 0
+        if not len(self.picked):
+            return out
+        if self.ints is not None:
+            out[self.picked] = self.ints[key]
+            return out
+        out[self.picked], clamped = _ints([getattr(x, _ARG_FIELDS[key]) for x in self.args])
+        self.clamped += clamped if counted else 0
         return out
 
     def mem_bytes(self, rows: np.ndarray) -> np.ndarray:
         """args.Bytes of the rows where it is a number (NaN elsewhere)."""
-        args = self.args
-        values = [args[j].mem_bytes for j in self.slot[rows].tolist()]
+        at = self.slot[rows]
+        if self.ints is not None:
+            values = self.ints["Bytes"][at].astype(float)
+            values[~self.ints[None][at]] = np.nan
+            return values
+        values = [self.args[j].mem_bytes for j in at.tolist()]
         return np.array([v if isinstance(v, (int, float)) else None for v in values], dtype=float)
+
+
+def _integer_args(keys: dict[str, Texts], picked: np.ndarray) -> dict | None:
+    """The args keys of the picked rows as int64 (-1 where absent or null), when all are
+    integers within int64; None otherwise (then msgspec decodes them). Key None: where
+    Bytes is present."""
+    out: dict = {}
+    for key, texts in keys.items():
+        values = ints(texts.take(picked))
+        if values is None:
+            return None
+        out[key] = values
+    out[None] = keys["Bytes"].tags[picked] > NULL
+    return out
 
 
 def _emit_rows(f: _Fields, index: np.ndarray, ctx: _Context, sink: EventSink) -> None:
@@ -515,7 +602,7 @@ def _classify(f: _Fields, names: _Strings, ctx: _Context) -> _Kinds:
     is_gpu_annotation = cat == _GPU_ANNOTATION
     kind = _KIND_OF[np.where(known, cat, _K["marker"])]
     memory_name = names.isin((MEMORY_EVENT, OOM_EVENT))
-    a = _TypedArgs(f.args, np.flatnonzero(_TYPED_ARGS[kind] | is_gpu_annotation | memory_name))
+    a = _TypedArgs(f, np.flatnonzero(_TYPED_ARGS[kind] | is_gpu_annotation | memory_name))
 
     instant = (ph == _PHASE["i"]) | (ph == _PHASE["I"])
     is_oom = names.isin((OOM_EVENT,)) & instant
@@ -533,13 +620,13 @@ def _classify(f: _Fields, names: _Strings, ctx: _Context) -> _Kinds:
     if unknown.any():
         # every row of an unknown category is here: their order of first appearance is the rows'
         rows = np.flatnonzero(~known)
-        cats = _Strings.of([e.cat or "" for e in f.events(rows)])
+        cats = _Strings.of(f.written_as("cat", rows))
         for c, cnt in cats.counts(unknown[rows]).items():
             report.skipped[f"category {c or '(none)'}"] += cnt
     other_phase = ph > _PHASE["I"]  # neither complete nor instant (memory rows are instants)
     if other_phase.any():
         rows = np.flatnonzero(other_phase)
-        phases = _Strings.of([e.ph for e in f.events(rows)])
+        phases = _Strings.of(f.written_as("ph", rows))
         for p, cnt in phases.counts(np.ones(len(rows), bool)).items():
             report.skipped[f"phase {p}"] += cnt
         kind[other_phase] = _K["marker"]
@@ -558,12 +645,11 @@ def _placement(f: _Fields, kinds: _Kinds, ctx: _Context):
     row's device/stream come from its args (else its pid/tid), its pid/tid from the runtime
     call that launched it (matched by correlation id, over the whole file)."""
     kind, a, device_side = kinds.kind, kinds.args, kinds.device_side
-    pid, c1 = _ints(f.pid)
-    tid, c2 = _ints(f.tid)
-    args = a.args
-    corr = a.column([x.correlation for x in args])
-    arg_device = a.column([x.device for x in args])
-    arg_stream = a.column([x.stream for x in args])
+    pid, c1 = _int_field(f.pid) if isinstance(f.pid, Texts) else _ints(f.pid)
+    tid, c2 = _int_field(f.tid) if isinstance(f.tid, Texts) else _ints(f.tid)
+    corr = a.column("correlation")
+    arg_device = a.column("device")
+    arg_stream = a.column("stream")
     ctx.clamped += c1 + c2 + a.clamped
 
     host_call = _HOST_CALL[kind] & (corr >= 0)
@@ -575,8 +661,8 @@ def _placement(f: _Fields, kinds: _Kinds, ctx: _Context):
     device[device_side] = np.where(arg_device >= 0, arg_device, pid)[device_side]
     stream[device_side] = np.where(arg_stream >= 0, arg_stream, tid)[device_side]
     if kinds.is_memory.any():
-        mem_dev = a.column([x.mem_device for x in args], counted=False)
-        mem_type = a.column([x.mem_device_type for x in args], counted=False)
+        mem_dev = a.column("Device Id", counted=False)
+        mem_type = a.column("Device Type", counted=False)
         gpu_mem = kinds.is_memory & (mem_type != 0) & (mem_dev >= 0)
         device[gpu_mem] = mem_dev[gpu_mem]
     # a GPU row's pid/tid are its device/stream; the host's come from its launch
@@ -606,37 +692,35 @@ def _emit_waiting_rows(ctx: _Context, sink: EventSink) -> None:
     ctx.waiting.clear()
 
 
-def _attrs(raws: Sequence[msgspec.Raw], kind: np.ndarray, names: _Strings, is_collective: np.ndarray,
+def _attrs(args: Texts, kind: np.ndarray, names: _Strings, is_collective: np.ndarray,
            ctx: _Context) -> pa.Array:
-    """The event's args untouched (one join of the raw views, no bytes object per row),
-    plus derived keys for memcpy, steps and collectives; `{}` for events without args."""
-    n = len(raws)
-    offsets = np.zeros(n + 1, np.int64)
-    np.cumsum(np.fromiter(map(len, raws), np.int64, n), out=offsets[1:])
-    data = b"".join(raws)
+    """The event's args untouched (the window's texts, no bytes object per row), plus
+    derived keys for memcpy, steps and collectives; `{}` for events without args."""
+    n = len(args.texts)
+    offsets, data = _text_buffers(args.texts)
     is_step = names.where(lambda v: v.startswith("ProfilerStep#"))
     enrich = is_collective | (kind == _K["memcpy"]) | is_step
     for i in _long_digit_runs(data, offsets).tolist():
-        if not enrich[i] and has_big_int(bytes(raws[i])):
+        if not enrich[i] and has_big_int(bytes(data[offsets[i]:offsets[i + 1]])):
             enrich[i] = True
     patches: dict[int, bytes] = {}
     for i in np.flatnonzero(enrich).tolist():
-        args = load_args(bytes(raws[i]))
+        loaded = load_args(bytes(data[offsets[i]:offsets[i + 1]]))
         name = names.values[names.codes[i]]
         if is_collective[i]:
-            args.update(collective_attrs(name, args, ctx.rank))
+            loaded.update(collective_attrs(name, loaded, ctx.rank))
         elif kind[i] == _K["memcpy"]:
-            args.update(memcpy_attrs(name))
+            loaded.update(memcpy_attrs(name))
         elif is_step[i]:
-            args.update(step_attrs(name))
-        args, big = stringify_big_ints(args)
+            loaded.update(step_attrs(name))
+        loaded, big = stringify_big_ints(loaded)
         ctx.big_int_attrs += big
-        patches[i] = dumps_attrs(args).encode()
+        patches[i] = dumps_attrs(loaded).encode()
     for i in np.flatnonzero(offsets[1:] == offsets[:-1]).tolist():
         patches.setdefault(i, b"{}")
     if patches:
         data, offsets = _patched(data, offsets, patches)
-    buf = pa.py_buffer(data)  # no copy: Arrow runs on the system allocator (ingest.process_memory)
+    buf = pa.py_buffer(data)  # no copy
     wide = len(data) >= 1 << 31
     binary = pa.Array.from_buffers(pa.large_binary() if wide else pa.binary(), n,
                                    [None, pa.py_buffer(offsets if wide else offsets.astype(np.int32)), buf])
@@ -644,7 +728,17 @@ def _attrs(raws: Sequence[msgspec.Raw], kind: np.ndarray, names: _Strings, is_co
         return binary.cast(pa.string())
     except pa.ArrowInvalid:  # args holding bytes that are not UTF-8: replaced, not fatal
         o = offsets.tolist()
-        return pa.array([data[o[i]:o[i + 1]].decode("utf-8", "replace") for i in range(n)], pa.string())
+        return pa.array([bytes(data[o[i]:o[i + 1]]).decode("utf-8", "replace") for i in range(n)], pa.string())
+
+
+def _text_buffers(texts: pa.Array) -> tuple[np.ndarray, memoryview]:
+    """A (large) binary array's offsets (int64, from 0) and its bytes."""
+    _, off_buf, data_buf = texts.buffers()
+    wide = pa.types.is_large_binary(texts.type)
+    offsets = np.frombuffer(off_buf, np.int64 if wide else np.int32, count=len(texts) + 1,
+                            offset=texts.offset * (8 if wide else 4)).astype(np.int64)
+    data = memoryview(data_buf if data_buf is not None else b"")[offsets[0]:offsets[-1]]
+    return offsets - offsets[0], data
 
 
 def _patched(data: bytes, offsets: np.ndarray, patches: dict[int, bytes]) -> tuple[bytes, np.ndarray]:
@@ -743,5 +837,5 @@ def _close_open_ranges(ctx: _Context, sink: EventSink) -> None:
     if not left:
         return
     ctx.report.warn(f"{len(left):,} B event(s) without a matching E kept with duration 0")
-    _emit_rows(_Fields([msgspec.structs.replace(e, ph="X", dur=0.0) for e, _ in left]),
+    _emit_rows(_Fields.of_events([msgspec.structs.replace(e, ph="X", dur=0.0) for e, _ in left]),
                np.array([i for _, i in left]), ctx, sink)

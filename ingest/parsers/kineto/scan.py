@@ -1,0 +1,163 @@
+"""A window of traceEvents as columns, through the compiled scanner (`_scan.c`).
+
+msgspec builds one Python object per event and per field (~1.2 µs an event, half the whole
+diagnosis); the scanner hands back, per key the event table reads, one type tag per event
+and the value texts back to back, which Arrow turns into columns. Values it cannot take as
+they are (escaped strings, odd types, numbers out of range) are decoded one by one with
+msgspec, so a column is exactly what msgspec's typed `Event` would give. A window the
+scanner does not accept, or one with a value msgspec would refuse, comes back None: the
+caller decodes it with msgspec (`decode.TraceReader`), which says what is wrong with it.
+
+Without a C compiler at install time the module is missing and every window goes through
+msgspec: slower, the same table.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+try:
+    from ingest.parsers.kineto import _scan
+except ImportError:  # built without a compiler (the extension is optional in pyproject.toml)
+    _scan = None
+
+# type tags (`enum` in _scan.c)
+ABSENT, NULL, STR, ESC, INT, FLOAT, BOOL, OBJ, ARR = range(9)
+_STRINGS = np.array([t in (ABSENT, NULL, STR, ESC) for t in range(256)])
+_NUMBERS = np.array([t in (ABSENT, NULL, INT, FLOAT) for t in range(256)])
+_INTS = np.array([t in (ABSENT, NULL, INT) for t in range(256)])
+_SCALARS = np.array([t in (ABSENT, NULL, STR, ESC, INT, FLOAT) for t in range(256)])  # int|float|str|None
+TOP_KEYS = ("ph", "cat", "name", "pid", "tid", "ts", "dur", "args")
+ARG_KEYS = ("correlation", "device", "stream", "External id", "Bytes", "Device Id", "Device Type")
+
+
+class NotScannable(Exception):
+    """A value msgspec's typed decode would refuse or read differently: decode with msgspec."""
+
+
+@dataclass
+class Texts:
+    """One key's values in a window: a type tag and a text per event (a string's inside,
+    anything else as written; empty where absent or null)."""
+    tags: np.ndarray       # uint8 per event
+    texts: pa.BinaryArray  # null where absent or null
+
+    def take(self, idx: np.ndarray) -> "Texts":
+        return Texts(self.tags[idx], self.texts.take(pa.array(idx)))
+
+    def values(self) -> list[Any]:
+        """The Python values msgspec would give (None where absent or null), one by one:
+        for the rare columns the vectorised paths below do not take."""
+        out: list[Any] = []
+        try:
+            for tag, text in zip(self.tags.tolist(), self.texts.to_pylist()):
+                if tag in (ABSENT, NULL):
+                    out.append(None)
+                elif tag in (STR, ESC):
+                    out.append(msgspec.json.decode(b'"' + text + b'"'))
+                else:
+                    out.append(msgspec.json.decode(text))
+        except msgspec.DecodeError:  # e.g. a string that is not UTF-8
+            raise NotScannable from None
+        return out
+
+
+@dataclass
+class Columns:
+    """The fields of a window's events as msgspec's typed `Event` would give them."""
+    ph: pa.StringArray          # "" where absent
+    cat: pa.StringArray         # null where absent or null
+    name: pa.StringArray
+    pid: Texts                  # int | float | str | None
+    tid: Texts
+    ts: np.ndarray              # NaN where absent or null
+    dur: np.ndarray
+    args: Texts                 # the raw args text ("" where absent), never null
+    arg_keys: dict[str, Texts]  # the args keys that feed columns (absent where args is no object)
+    spans: np.ndarray           # [start, end) of each event in `window`
+    window: Any                 # for the few events decoded whole (counters, B/E ranges)
+
+    def __len__(self) -> int:
+        return len(self.ts)
+
+
+def scan_window(window) -> Columns | None:
+    """The window (`[` events `]`) as columns; None: decode it with msgspec."""
+    if _scan is None:
+        return None
+    found = _scan.scan(window)
+    if found is None:
+        return None
+    n, spans, columns = found
+    keys = {}
+    for key, (tags, offsets, data) in zip(_scan.KEYS, columns):
+        tag = np.frombuffer(tags, np.uint8)
+        valid = tag > (ABSENT if key == "args" else NULL)
+        bitmap = None if valid.all() or key == "args" else pa.py_buffer(np.packbits(valid, bitorder="little"))
+        texts = pa.Array.from_buffers(pa.binary(), n, [bitmap, pa.py_buffer(offsets), pa.py_buffer(data)])
+        keys[key] = Texts(tag, texts)
+    try:
+        if (keys["ph"].tags == NULL).any():
+            raise NotScannable  # `ph: str`: null is refused
+        return Columns(
+            ph=strings(keys["ph"]).fill_null(""), cat=strings(keys["cat"]), name=strings(keys["name"]),
+            pid=_scalars(keys["pid"]), tid=_scalars(keys["tid"]),
+            ts=floats(keys["ts"]), dur=floats(keys["dur"]), args=keys["args"],
+            arg_keys={k: keys[k] for k in ARG_KEYS},
+            spans=np.frombuffer(spans, np.int64).reshape(n, 2), window=window)
+    except NotScannable:
+        return None
+
+
+def _scalars(t: Texts) -> Texts:
+    """An `int | float | str | None` field (msgspec refuses bools, objects and arrays)."""
+    if not _SCALARS[t.tags].all():
+        raise NotScannable
+    return t
+
+
+def strings(t: Texts) -> pa.StringArray:
+    """A `str | None` field (null where absent or null)."""
+    if not _STRINGS[t.tags].all():
+        raise NotScannable
+    texts = t.texts
+    if (t.tags == ESC).any():  # escapes: those strings decoded, the rest kept
+        values = texts.to_pylist()
+        for i in np.flatnonzero(t.tags == ESC).tolist():
+            values[i] = msgspec.json.decode(b'"' + values[i] + b'"').encode()
+        texts = pa.array(values, pa.binary())
+    try:
+        return texts.cast(pa.string())
+    except pa.ArrowInvalid:  # not UTF-8
+        raise NotScannable from None
+
+
+def floats(t: Texts) -> np.ndarray:
+    """A `float | None` field: NaN where absent or null."""
+    if not _NUMBERS[t.tags].all():
+        raise NotScannable
+    try:
+        out = pc.cast(t.texts.cast(pa.string()), pa.float64())
+    except pa.ArrowInvalid:
+        raise NotScannable from None
+    values = out.to_numpy(zero_copy_only=False)
+    if not np.isfinite(values[t.tags > NULL]).all():  # msgspec: "Number out of range"
+        raise NotScannable
+    return values
+
+
+def ints(t: Texts) -> np.ndarray | None:
+    """An integer field as int64 (-1 where absent or null) when every value is an integer
+    within int64; None when some are not (the caller takes `values()`)."""
+    if not _INTS[t.tags].all():
+        return None
+    try:
+        out = pc.cast(t.texts.cast(pa.string()), pa.int64())
+    except (pa.ArrowInvalid, OverflowError):
+        return None
+    return out.fill_null(-1).to_numpy(zero_copy_only=False, writable=True)

@@ -1,0 +1,186 @@
+"""The compiled window scanner (ingest/parsers/kineto/_scan.c) against msgspec.
+
+The scanner is a fast path: with it and without it a Kineto trace must give the same table,
+the same report and the same errors. Checked on every corpus trace, on random traces full
+of the values it hands back to msgspec (escapes, odd types, big numbers, non-UTF-8 bytes,
+nested and repeated keys), and on damaged windows: whatever it accepts, msgspec accepts.
+"""
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import msgspec
+import pyarrow as pa
+import pytest
+
+from ingest.events import EventSink, ParseError, ParseReport
+from ingest.parsers.kineto import decode, scan, trace
+from tests.ingest.parsers.test_kineto import IDS, KINETO_FILES
+
+pytestmark = pytest.mark.skipif(scan._scan is None, reason="the scanner extension was not built")
+
+
+def parse_table(path: Path) -> tuple[pa.Table | None, dict]:
+    """The parsed table and what the report says (or the error)."""
+    batches: list = []
+    sink = EventSink("artifact", trace.SOURCE, batches.append)
+    report = ParseReport(format=trace.FORMAT)
+    try:
+        trace.parse(path, sink, report)
+    except ParseError as e:
+        return None, {"error": str(e)}
+    sink.flush()
+    table = pa.Table.from_batches(batches) if batches else None
+    return table, {"warnings": report.warnings, "skipped": dict(report.skipped), "meta": report.meta}
+
+
+def both_ways(path: Path, monkeypatch) -> tuple[tuple, tuple]:
+    scanned = parse_table(path)
+    with monkeypatch.context() as m:
+        m.setattr(scan, "_scan", None)  # every window through msgspec
+        decoded = parse_table(path)
+    return scanned, decoded
+
+
+def assert_same(path: Path, monkeypatch) -> pa.Table | None:
+    (table, said), (want_table, want_said) = both_ways(path, monkeypatch)
+    assert said == want_said
+    assert (table is None) == (want_table is None)
+    if table is not None:
+        assert table.schema == want_table.schema
+        for name in table.column_names:
+            assert table.column(name).combine_chunks().equals(want_table.column(name).combine_chunks()), name
+    return table
+
+
+@pytest.fixture
+def small_windows(monkeypatch):
+    """Windows of 16 KiB: many windows per trace, so one odd value falls back alone."""
+    monkeypatch.setattr(decode, "WINDOW_BYTES", 16 << 10)
+    monkeypatch.setattr(decode, "CUT_SPAN", 2 << 10)
+
+
+@pytest.mark.parametrize("path", KINETO_FILES, ids=IDS)
+def test_every_corpus_trace_gives_the_table_msgspec_gives(path, small_windows, monkeypatch, corpus_dir):
+    assert assert_same(path, monkeypatch) is not None
+
+
+def test_the_scanner_takes_the_windows_of_a_corpus_trace(corpus_dir):
+    chunks = list(decode.TraceReader(corpus_dir / "h200" / "healthy_decode" / "kineto_trace.json.gz").chunks())
+    assert chunks and all(c.columns is not None for c in chunks)
+
+
+ODD_VALUES = [
+    None, True, 0, -1, 7, 2**62, 2**63, -(2**63) - 1, 2**70, 1.5, -0.0, 1e300, "3", "stream 7", "",
+    "é", "a\"b", "tab\there", "\u2603", [1, 2], {"x": {"y": [1]}},
+]
+
+
+def random_event(rng: random.Random, i: int, odd: float = 0.15) -> dict:
+    """An event of a random kind; with probability `odd` an odd value where the table reads."""
+    r = rng.random()
+    ev: dict = {"ph": "X", "cat": "cpu_op", "name": f"aten::op{i % 7}", "pid": 1, "tid": 1,
+                "ts": 1000.0 + i + rng.random(), "dur": rng.random() * 3, "args": {"External id": i}}
+    if r < 0.25:  # a kernel and its launch
+        ev.update(cat="kernel", name=rng.choice(["gemm", "ncclKernel_AllReduce", "k\\n\u00e9"]), pid=0, tid=7,
+                  args={"correlation": i, "device": 0, "stream": 7})
+    elif r < 0.4:
+        ev.update(cat="cuda_runtime", name="cudaLaunchKernel", args={"correlation": i - 1})
+    elif r < 0.5:
+        ev.update(ph="i", cat="cpu_instant_event", name=rng.choice(["[memory]", "[OutOfMemory]"]), dur=None,
+                  args={"Bytes": rng.choice([512, -512, 1.5, "9"]), "Device Id": 0, "Device Type": 1})
+    elif r < 0.55:
+        ev.update(ph=rng.choice(["s", "f", "M", "C", "B", "E", "Q"]))
+        if ev["ph"] == "C":
+            ev["args"] = {"value": rng.random()}
+    if rng.random() < odd:  # an odd value somewhere the table reads
+        key = rng.choice(["ph", "cat", "name", "pid", "tid", "ts", "dur", "args"])
+        ev[key] = rng.choice(ODD_VALUES)
+    if rng.random() < odd and isinstance(ev.get("args"), dict):
+        key = rng.choice(["correlation", "device", "stream", "External id", "Bytes", "Device Id"])
+        ev["args"][key] = rng.choice(ODD_VALUES)
+    if rng.random() < odd / 3:
+        del ev[rng.choice(list(ev))]
+    return ev
+
+
+def write_trace(path: Path, events: list, rng: random.Random) -> Path:
+    text = json.dumps({"schemaVersion": 1, "traceEvents": events}, ensure_ascii=rng.random() < 0.5,
+                      indent=rng.choice([None, 1]))
+    data = text.encode()
+    if rng.random() < 0.2:  # text the scanner hands back: a repeated key, an escaped key, a bad byte
+        spot = rng.choice([b'"tid": ', b'"tid":'])
+        data = data.replace(spot, rng.choice([b'"pid": 3, ', b'"p\\u0069d": 3, ', b'"x": "\xff", ']) + spot, 1)
+    path.write_bytes(data)
+    return path
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_random_traces_give_the_table_msgspec_gives(seed, small_windows, monkeypatch, tmp_path):
+    rng = random.Random(seed)
+    odd = rng.choice([0.0, 0.002, 0.02, 0.15])  # from every window scanned to most handed back
+    events = [random_event(rng, i, odd) for i in range(rng.randrange(200, 1500))]
+    assert_same(write_trace(tmp_path / "t.json", events, rng), monkeypatch)
+
+
+def window(events: list) -> bytes:
+    return json.dumps(events).encode()
+
+
+@pytest.mark.parametrize("text", [
+    b'[{"ph":"X","ph":"i"}]',             # repeated key: msgspec keeps the last
+    b'[{"p\\u0068":"X"}]',                 # an escaped key may spell a known one
+    b'[{"name":"\\ud83d\\ude00"}]',        # surrogates
+    b'[{"args":{"device":1,"device":2}}]',
+    b'[{"a":' + b"[" * 300 + b"]" * 300 + b"}]",  # deeper than the scanner goes
+    b'[{"ph":"X"}] x',                     # text after the array
+    b'[{"ph":"X"},]', b'[1]', b'[{"a":01}]', b'[{"a":1.}]', b'[{"a":-}]', b'[{"a":"\x01"}]',
+    b'[{"a":tru}]', b'[{"a":"\\x"}]', b'[{"a" 1}]', b'[{"ph":"X"}',
+])
+def test_the_scanner_leaves_to_msgspec_what_it_is_not_sure_of(text):
+    assert scan._scan.scan(text) is None
+
+
+def test_tags_and_texts_of_one_event():
+    n, spans, columns = scan._scan.scan(
+        b' [ {"ph" : "X", "name": "a\\"b", "pid": -3, "ts": 1.5e3, "cat": null,'
+        b' "args": {"device": 7, "x": [{"device": 5}]}} ] ')
+    keys = dict(zip(scan._scan.KEYS, columns))
+    assert n == 1
+    assert keys["ph"][0] == bytes([scan.STR]) and keys["ph"][2] == b"X"
+    assert keys["name"][0] == bytes([scan.ESC]) and keys["name"][2] == b'a\\"b'
+    assert keys["pid"][0] == bytes([scan.INT]) and keys["pid"][2] == b"-3"
+    assert keys["ts"][0] == bytes([scan.FLOAT]) and keys["ts"][2] == b"1.5e3"
+    assert keys["cat"][0] == bytes([scan.NULL]) and keys["tid"][0] == bytes([scan.ABSENT])
+    assert keys["args"][2] == b'{"device": 7, "x": [{"device": 5}]}'
+    assert keys["device"][2] == b"7"  # the args object's own key, not the nested one
+
+
+_RAWS = msgspec.json.Decoder(list[msgspec.Raw])
+
+
+def test_what_the_scanner_accepts_msgspec_accepts():
+    """Damaged windows (bytes dropped, doubled or replaced): none the scanner takes is one
+    msgspec refuses, and a window both take has the same number of events."""
+    rng = random.Random(5)
+    base = window([random_event(rng, i) for i in range(40)])
+    accepted = 0
+    for _ in range(3000):
+        data = bytearray(base)
+        for _ in range(rng.randrange(1, 3)):
+            at = rng.randrange(len(data))
+            op = rng.random()
+            if op < 0.4:
+                del data[at]
+            elif op < 0.7:
+                data[at:at] = data[at:at + 1]
+            else:
+                data[at] = rng.choice(b'{}[],:"\\0123456789.eE-+ ntfu\x00\xff')
+        found = scan._scan.scan(bytes(data))
+        if found is None:
+            continue
+        accepted += 1
+        assert len(_RAWS.decode(bytes(data))) == found[0]
+    assert accepted > 100  # damage inside strings and numbers still leaves valid JSON often
