@@ -10,7 +10,7 @@ PORT    ?= 8000
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml ingest/parsers/kineto/_scan.c
+$(STAMP): pyproject.toml ingest/parsers/kineto/_scan.c ingest/_gather.c
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[torch,test]'

@@ -7,16 +7,16 @@ build the same event frame (`load_events`), so both paths give the same report.
 """
 from __future__ import annotations
 
+import importlib
 import sys
 import tempfile
+import threading
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable
 
-import pandas as pd
 import pyarrow as pa
 from tqdm import tqdm
 
-from diagnosis.report import build_report
 from diagnosis.results import Report
 from ingest.align import apply_alignment, describe_plans, plan_alignment
 from ingest.artifact_results import ArtifactResult, parse_in_memory
@@ -26,7 +26,13 @@ from ingest.stored_file import stored_file
 from ingest import process_memory
 from ingest.progress import overall_done
 from ingest.time_order import sorted_by_time
-from rules.loader import load_rule_dirs
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+# pandas and the rules engine (diagnosis.report: ~0.4 s of imports) are imported where they are
+# used: `run` loads them in a thread while the files parse (the parse needs neither).
+_ENGINE = "diagnosis.report"
 
 
 def load_events(artifacts: Iterable[ArtifactResult],
@@ -74,6 +80,7 @@ def _events_table(artifact: ArtifactResult) -> pa.Table:
 
 
 def _arrow_strings(arrow_type: pa.DataType):
+    import pandas as pd  # loaded by then (see _ENGINE)
     return pd.ArrowDtype(pa.string()) if arrow_type == pa.string() else None
 
 
@@ -98,6 +105,7 @@ def diagnose(artifacts: list[ArtifactResult], rules=None, clock_offsets: dict[st
     each stage of the diagnosis as it starts (`done`: the share of the diagnosis before it);
     `on_events(events)` gets the event table once the report is built (figures the report
     does not carry, as `tracedoc diff` measures them)."""
+    from diagnosis.report import build_report  # see _ENGINE
     stage = on_stage or _no_stage
     stage("events", 0.0)
     events, alignment = load_events(artifacts, clock_offsets)
@@ -110,6 +118,7 @@ def diagnose(artifacts: list[ArtifactResult], rules=None, clock_offsets: dict[st
 
 def _extents(events: pd.DataFrame) -> dict[str, tuple[int, int]]:
     """Each artifact's first and last time on the common clock (rows without a time ignored)."""
+    import pandas as pd  # loaded by then (see _ENGINE)
     ts, dur = events["ts"].to_numpy(), events["dur"].to_numpy()
     timed = ts > 0
     if not timed.any():
@@ -131,13 +140,30 @@ def run(paths: list[str | Path], rules_dir: str | Path | None = None, rules=None
 
     The parsed events stay in memory (no Parquet written and read back)."""
     process_memory.settle()
+    engine = _preload(_ENGINE)
     if rules is None and rules_dir:
+        from rules.loader import load_rule_dirs  # see _ENGINE
         rules = load_rule_dirs([rules_dir])  # None: build_report takes the builtin pack
     with tempfile.TemporaryDirectory(prefix="tracedoc-") as tmp:
         with expand(paths, Path(tmp) / "unpacked") as members, _ProgressBar(members, show_progress) as bar:
             results = [parse_in_memory(m.name, Path(m.path), bar.parsing(m)) for m in members]
+            engine.join()
             return diagnose(results, rules=rules, clock_offsets=members.clock_offsets,
                             warnings=members.warnings, on_stage=bar.stage, on_events=on_events)
+
+
+def _preload(module: str) -> threading.Thread:
+    """`module` imported in a thread: the parse spends much of its time outside the GIL
+    (ingest.prefetch), so most of the import runs beside it. A failed import is raised again,
+    where the module is first used."""
+    def load() -> None:
+        try:
+            importlib.import_module(module)
+        except Exception:  # noqa: BLE001 - the caller's own import reports it
+            pass
+    thread = threading.Thread(target=load, name=f"import {module}", daemon=True)
+    thread.start()
+    return thread
 
 
 class _ProgressBar:

@@ -22,8 +22,18 @@ def _table(chunks: int, rows: int, rng: np.random.Generator) -> pa.Table:
     return pa.Table.from_batches(batches)
 
 
+@pytest.fixture(params=["compiled", "arrow"])
+def row_copy(request, monkeypatch):
+    """The sort's row copy: the compiled one (ingest/_gather.c) and Arrow's takes."""
+    if request.param == "arrow":
+        monkeypatch.setattr(time_order, "_gather", None)
+    elif time_order._gather is None:
+        pytest.skip("the _gather extension was not built")
+    return request.param
+
+
 @pytest.mark.parametrize("slice_rows", [7, 1 << 16])
-def test_same_rows_as_a_plain_stable_sort(monkeypatch, slice_rows):
+def test_same_rows_as_a_plain_stable_sort(monkeypatch, slice_rows, row_copy):
     monkeypatch.setattr(time_order, "BIG_COLUMN_BYTES", 0)  # every string column the slice way
     monkeypatch.setattr(time_order, "SLICE_ROWS", slice_rows)
     table = _table(chunks=5, rows=400, rng=np.random.default_rng(1))
@@ -35,25 +45,39 @@ def test_same_rows_as_a_plain_stable_sort(monkeypatch, slice_rows):
         assert got.column(c).chunk(0).equals(column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column)
 
 
-def test_chunks_go_as_soon_as_no_later_slice_reads_them(monkeypatch):
+def test_chunks_go_as_soon_as_no_later_slice_reads_them(monkeypatch, row_copy):
     monkeypatch.setattr(time_order, "SLICE_ROWS", 400)
     table = _table(chunks=6, rows=400, rng=np.random.default_rng(2))
     chunks = table.column("attrs").chunks
     order = np.argsort(table.column("ts").to_numpy(), kind="stable")
     del table
-    held = []  # Arrow memory alive as each slice is copied: the parsed chunks left, mostly
-    real_buffers = time_order._buffers
+    held = []  # Arrow memory alive after each slice is copied: the parsed chunks left, mostly
+    real_drop = time_order._drop
 
-    def recording(array):
+    def recording(*args):
+        real_drop(*args)
         held.append(pa.total_allocated_bytes())
-        return real_buffers(array)
-    monkeypatch.setattr(time_order, "_buffers", recording)
+    monkeypatch.setattr(time_order, "_drop", recording)
     out = time_order.take_strings_releasing(chunks, order)
     assert len(out) == len(order) and chunks == []
-    slices = held[-6:]  # the first calls measure the chunks' sizes
     # rows are in chunk order here, so slice k reads chunk k only: the earlier ones are gone
-    assert all(b < a for a, b in zip(slices, slices[1:])), slices
-    assert slices[-1] < slices[0] / 2
+    assert len(held) == 6 and all(b < a for a, b in zip(held, held[1:])), held
+    assert held[-1] < held[0] / 2
+
+
+@pytest.mark.skipif(time_order._gather is None, reason="the _gather extension was not built")
+@pytest.mark.parametrize("chunk_of,within,why", [
+    ([1], [0], "dropped or missing"), ([5], [0], "dropped or missing"), ([0], [3], "past its chunk"),
+    ([0], [-1], "past its chunk")])
+def test_the_compiled_copy_refuses_rows_outside_its_sources(chunk_of, within, why):
+    offsets, data = np.array([0, 2, 5], np.int32), np.frombuffer(b"abcde", np.uint8)
+    out, ends = np.zeros(8, np.uint8), np.zeros(1, np.int32)
+    with pytest.raises(ValueError, match=why):
+        time_order._gather.take_strings(out, ends, 0, [(offsets, data), None], np.array(chunk_of, np.int64),
+                                        np.array(within, np.int64))
+    assert time_order._gather.take_strings(out, ends, 0, [(offsets, data)], np.array([0], np.int64),
+                                           np.array([1], np.int64)) == 3
+    assert bytes(out[:3]) == b"cde" and ends[0] == 3
 
 
 def test_columns_with_nulls_or_small_take_the_plain_way():

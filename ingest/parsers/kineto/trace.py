@@ -366,9 +366,10 @@ _TYPED_ARGS = _kinds(DEVICE_KINDS + ("runtime", "driver"))
 
 class _Fields:
     """The fields of some events: numbers and codes as arrays, names and args text as Arrow
-    arrays, pid/tid as int64 (or the values, when some are not integers); `take` selects
-    rows. Read once per window, from the scanner's columns or from typed `Event`s (one
-    comprehension each), flows and metadata included: cheaper than picking rows first."""
+    arrays, pid/tid as the scanner's texts (or the values of typed events), made ints after
+    the rows are chosen; `take` selects rows. Read once per window, from the scanner's
+    columns or from typed `Event`s (one comprehension each), flows and metadata included:
+    cheaper than picking rows first."""
 
     def __init__(self, ph, cat, ts, dur, name: pa.StringArray, pid, tid, args: Texts,
                  arg_keys: dict[str, Texts] | None, event: Callable[[int], Event],
@@ -421,6 +422,13 @@ class _Fields:
     def events(self, idx: np.ndarray) -> list[Event]:
         return [self.event(i) for i in self.rows[idx].tolist()]
 
+    def category_counts(self, idx: np.ndarray) -> dict[str, int]:
+        """Rows per category ("" for none), in the order the categories first appear."""
+        if self.written is None:
+            return Counter(self.written_as("cat", idx))
+        counts = pc.value_counts(self.written["cat"].take(pa.array(self.rows[idx])).fill_null(""))
+        return dict(zip(counts.field("values").to_pylist(), counts.field("counts").to_pylist()))
+
     def written_as(self, key: str, idx: np.ndarray) -> list[str]:
         """The phase ("ph") or category ("cat") of some rows as written ("" for none)."""
         if self.written is not None:
@@ -462,7 +470,7 @@ def _emit_chunk(chunk: Chunk, ctx: _Context, sink: EventSink) -> None:
 
     is_flow = np.isin(ph, _FLOW)
     if is_flow.any():
-        ctx.flows.update(fields.written_as("cat", np.flatnonzero(is_flow)))
+        ctx.flows.update(fields.category_counts(np.flatnonzero(is_flow)))
     is_meta = ph == _PHASE["M"]
     ctx.metadata_events += int(is_meta.sum())
     is_counter = ph == _PHASE["C"]

@@ -33,7 +33,8 @@ def parse_table(path: Path) -> tuple[pa.Table | None, dict]:
         return None, {"error": str(e)}
     sink.flush()
     table = pa.Table.from_batches(batches) if batches else None
-    return table, {"warnings": report.warnings, "skipped": dict(report.skipped), "meta": report.meta}
+    return table, {"warnings": report.warnings, "skipped": dict(report.skipped),
+                   "meta": repr(report.meta)}  # repr: key order too (the report keeps it)
 
 
 def both_ways(path: Path, monkeypatch) -> tuple[tuple, tuple]:
