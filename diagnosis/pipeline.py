@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable
 
 import pyarrow as pa
-from tqdm import tqdm
 
 from diagnosis.results import Report
 from ingest.align import apply_alignment, describe_plans, plan_alignment
@@ -177,6 +176,7 @@ class _ProgressBar:
 
     def __enter__(self) -> "_ProgressBar":
         if self.show:
+            from tqdm import tqdm  # only with a bar to draw (its import reads package metadata)
             self.bar = tqdm(total=100, unit="%", leave=False, file=sys.stderr,
                             bar_format="{desc} {percentage:3.0f}%|{bar}| {elapsed}")
         return self

@@ -44,6 +44,8 @@ def _in_order(columns: list, i: int, order: np.ndarray | None, pool: pa.MemoryPo
     """Column i in time order. `columns[i]` is cleared first so that its chunks are referenced
     from here only and go as soon as they are copied."""
     column, columns[i] = columns[i], None
+    if (same := _same_in_any_order(column)) is not None:
+        return same
     if order is not None and pa.types.is_string(column.type) and column.nbytes > BIG_COLUMN_BYTES \
             and column.null_count == 0 and _data_bytes(column.chunks) <= _INT32_MAX:
         chunks = column.chunks
@@ -55,6 +57,21 @@ def _in_order(columns: list, i: int, order: np.ndarray | None, pool: pa.MemoryPo
     # (ingest.process_memory); without this each column's old copy stayed: +35 MiB on 150 MB
     pool.release_unused()
     return whole if order is None else whole.take(pa.array(order))
+
+
+def _same_in_any_order(column: pa.ChunkedArray) -> pa.Array | None:
+    """A column every row of which is null, or the one value of its dictionary (the source,
+    artifact and host of one parsed file; ids a format does not have), rebuilt without a
+    copy or a take; None for any other column."""
+    n = len(column)
+    if column.null_count == n:
+        return pa.nulls(n, column.type)
+    if pa.types.is_dictionary(column.type) and column.null_count == 0 and column.num_chunks:
+        dictionary = column.chunk(0).dictionary  # one dictionary: the table's were unified
+        if len(dictionary) == 1:
+            return pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)).cast(column.type.index_type),
+                                                  dictionary)
+    return None
 
 
 def take_strings_releasing(chunks: list[pa.Array], order: np.ndarray,

@@ -53,6 +53,7 @@ typedef struct {
     Slot slots[N_KEYS];
     Column cols[N_KEYS];
     int64_t *spans;       /* [start, end) of each event */
+    unsigned char *long_digits;  /* 1: the event's args text holds a run of LONG_RUN+ digits */
     Py_ssize_t events;
 } Scanner;
 
@@ -248,9 +249,31 @@ static int scan_value(Scanner *z, int depth) {
     }
 }
 
+/* Digits in a row that may spell an integer beyond int64 (19 digits reach 10^18), not after
+ * a `.` (a fraction): the rows Python checks exactly (kinds.has_big_int), in or out of strings. */
+#define LONG_RUN 19
+
+static inline int is_digit(unsigned char c) { return c >= '0' && c <= '9'; }
+
+/* Every run of LONG_RUN digits covers one of the positions sampled LONG_RUN apart: only the
+ * runs around a sampled digit are measured (a tenth of the bytes looked at, not all). */
+static int has_long_digits(const unsigned char *s, size_t n) {
+    for (size_t j = LONG_RUN - 1; j < n; j += LONG_RUN) {
+        if (!is_digit(s[j])) continue;
+        size_t a = j, b = j;
+        while (a > 0 && is_digit(s[a - 1])) a--;
+        while (b + 1 < n && is_digit(s[b + 1])) b++;
+        if (b - a + 1 >= LONG_RUN && (a == 0 || s[a - 1] != '.')) return 1;
+        j = b;  /* the next run starts past b: sampling from b + LONG_RUN still covers it */
+    }
+    return 0;
+}
+
 /* The current event's slots appended to the columns. */
 static inline void flush_event(Scanner *z) {
     Py_ssize_t i = z->events;
+    Slot *args = &z->slots[ARGS_KEY];
+    z->long_digits[i] = args->tag != T_ABSENT && has_long_digits(z->s + args->start, args->end - args->start);
     for (int k = 0; k < N_KEYS; k++) {
         Slot *sl = &z->slots[k];
         Column *c = &z->cols[k];
@@ -270,12 +293,14 @@ static void free_output(Scanner *z) {
         free(z->cols[k].data);
     }
     free(z->spans);
+    free(z->long_digits);
 }
 
 static int alloc_output(Scanner *z) {
     size_t most = z->n / 3 + 1;
     z->spans = malloc(most * 2 * sizeof(int64_t));
-    if (!z->spans) return -1;
+    z->long_digits = malloc(most);
+    if (!z->spans || !z->long_digits) return -1;
     for (int k = 0; k < N_KEYS; k++) {
         Column *c = &z->cols[k];
         c->tags = malloc(most);
@@ -360,7 +385,8 @@ static PyObject *scan(PyObject *self, PyObject *arg) {
         if (!one) goto done;
         PyTuple_SET_ITEM(columns, k, one);
     }
-    out = Py_BuildValue("(nNO)", n, bytes_of(z->spans, n * 2 * sizeof(int64_t)), columns);
+    out = Py_BuildValue("(nNON)", n, bytes_of(z->spans, n * 2 * sizeof(int64_t)), columns,
+                        bytes_of(z->long_digits, n));
 done:
     Py_XDECREF(columns);
     free_output(z);
@@ -370,8 +396,8 @@ done:
 
 static PyMethodDef METHODS[] = {
     {"scan", scan, METH_O,
-     "scan(window) -> (events, spans, columns) or None: the texts of the keys the event "
-     "table needs; None when the window must be decoded with msgspec."},
+     "scan(window) -> (events, spans, columns, long_digits) or None: the texts of the keys the "
+     "event table needs; None when the window must be decoded with msgspec."},
     {NULL, NULL, 0, NULL},
 };
 

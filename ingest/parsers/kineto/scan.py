@@ -79,6 +79,7 @@ class Columns:
     dur: np.ndarray
     args: Texts                 # the raw args text ("" where absent), never null
     arg_keys: dict[str, Texts]  # the args keys that feed columns (absent where args is no object)
+    long_digits: np.ndarray     # bool: the args text may hold an integer beyond int64
     spans: np.ndarray           # [start, end) of each event in `window`
     window: Any                 # for the few events decoded whole (counters, B/E ranges)
 
@@ -93,7 +94,7 @@ def scan_window(window) -> Columns | None:
     found = _scan.scan(window)
     if found is None:
         return None
-    n, spans, columns = found
+    n, spans, columns, long_digits = found
     keys = {}
     for key, (tags, offsets, data) in zip(_scan.KEYS, columns):
         tag = np.frombuffer(tags, np.uint8)
@@ -108,7 +109,7 @@ def scan_window(window) -> Columns | None:
             ph=strings(keys["ph"]).fill_null(""), cat=strings(keys["cat"]), name=strings(keys["name"]),
             pid=_scalars(keys["pid"]), tid=_scalars(keys["tid"]),
             ts=floats(keys["ts"]), dur=floats(keys["dur"]), args=keys["args"],
-            arg_keys={k: keys[k] for k in ARG_KEYS},
+            arg_keys={k: keys[k] for k in ARG_KEYS}, long_digits=np.frombuffer(long_digits, np.bool_),
             spans=np.frombuffer(spans, np.int64).reshape(n, 2), window=window)
     except NotScannable:
         return None

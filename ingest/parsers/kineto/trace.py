@@ -373,11 +373,13 @@ class _Fields:
 
     def __init__(self, ph, cat, ts, dur, name: pa.StringArray, pid, tid, args: Texts,
                  arg_keys: dict[str, Texts] | None, event: Callable[[int], Event],
-                 written: dict[str, pa.StringArray] | None = None):
+                 written: dict[str, pa.StringArray] | None = None, long_digits: np.ndarray | None = None):
         self.ph, self.cat, self.ts, self.dur = ph, cat, ts, dur
-        self.name, self.pid, self.tid, self.args, self.arg_keys = name, pid, tid, args, arg_keys
+        self.name, self.pid, self.tid, self.args = name, pid, tid, args
+        # scanned windows: the window's args keys (rows picked through `rows`, not copied at
+        # each take), its ph and cat strings, and the rows whose args hold long digit runs
+        self.arg_keys, self.written, self.long_digits = arg_keys, written, long_digits
         self.event = event           # the typed event of a row of the window
-        self.written = written       # the window's ph and cat strings (scanned windows)
         self.rows = np.arange(len(ts))  # position of each row in the window
 
     @classmethod
@@ -387,7 +389,7 @@ class _Fields:
         c = chunk.columns
         return cls(_codes(c.ph, _PHASE, _PH_OTHER).astype(np.int8), _codes(c.cat, _CATEGORY, -1).astype(np.int8),
                    c.ts, c.dur, c.name.fill_null(""), c.pid, c.tid, c.args, c.arg_keys, chunk.event,
-                   {"ph": c.ph, "cat": c.cat})
+                   {"ph": c.ph, "cat": c.cat}, c.long_digits)
 
     @classmethod
     def of_events(cls, evs: list[Event]) -> "_Fields":
@@ -411,12 +413,12 @@ class _Fields:
 
     def take(self, idx: np.ndarray) -> "_Fields":
         out = object.__new__(_Fields)
-        out.event, out.written, out.rows = self.event, self.written, self.rows[idx]
+        out.event, out.written, out.arg_keys, out.rows = self.event, self.written, self.arg_keys, self.rows[idx]
+        out.long_digits = None if self.long_digits is None else self.long_digits[idx]
         out.ph, out.cat, out.ts, out.dur = self.ph[idx], self.cat[idx], self.ts[idx], self.dur[idx]
         out.pid, out.tid = (x.take(idx) if isinstance(x, Texts) else _pick(x, idx) for x in (self.pid, self.tid))
         out.name = self.name.take(pa.array(idx))
         out.args = self.args.take(idx)
-        out.arg_keys = None if self.arg_keys is None else {k: t.take(idx) for k, t in self.arg_keys.items()}
         return out
 
     def events(self, idx: np.ndarray) -> list[Event]:
@@ -508,7 +510,7 @@ class _TypedArgs:
         self.slot = np.full(self.n, -1, np.int64)  # row -> position among the picked rows
         self.slot[picked] = np.arange(len(picked))
         self.clamped = 0
-        self.ints = _integer_args(f.arg_keys, picked) if f.arg_keys is not None else None
+        self.ints = _integer_args(f.arg_keys, f.rows[picked]) if f.arg_keys is not None else None
         if self.ints is None:
             none = Args()
             raws = f.args.texts.take(pa.array(picked)).to_pylist() if len(picked) else []
@@ -567,7 +569,7 @@ def _emit_rows(f: _Fields, index: np.ndarray, ctx: _Context, sink: EventSink) ->
         "kind": kinds.kind, "name": names.array,
         "pid": pid, "tid": tid, "device": device.astype(np.int32), "stream": stream,
         "corr": corr, "value": kinds.mem_bytes,
-        "attrs": _attrs(f.args, kinds.kind, names, kinds.is_collective, ctx),
+        "attrs": _attrs(f.args, f.long_digits, kinds.kind, names, kinds.is_collective, ctx),
         "loc": pc.binary_join_element_wise("traceEvents[", pa.array(index).cast(pa.string()), "]", ""),
     }
     if ctx.host:
@@ -700,15 +702,18 @@ def _emit_waiting_rows(ctx: _Context, sink: EventSink) -> None:
     ctx.waiting.clear()
 
 
-def _attrs(args: Texts, kind: np.ndarray, names: _Strings, is_collective: np.ndarray,
-           ctx: _Context) -> pa.Array:
+def _attrs(args: Texts, long_digits: np.ndarray | None, kind: np.ndarray, names: _Strings,
+           is_collective: np.ndarray, ctx: _Context) -> pa.Array:
     """The event's args untouched (the window's texts, no bytes object per row), plus
-    derived keys for memcpy, steps and collectives; `{}` for events without args."""
+    derived keys for memcpy, steps and collectives; `{}` for events without args.
+    `long_digits`: the rows whose args may hold an integer beyond int64 (the scanner's; None:
+    found here)."""
     n = len(args.texts)
     offsets, data = _text_buffers(args.texts)
     is_step = names.where(lambda v: v.startswith("ProfilerStep#"))
     enrich = is_collective | (kind == _K["memcpy"]) | is_step
-    for i in _long_digit_runs(data, offsets).tolist():
+    maybe_big = np.flatnonzero(long_digits) if long_digits is not None else _long_digit_runs(data, offsets)
+    for i in maybe_big.tolist():
         if not enrich[i] and has_big_int(bytes(data[offsets[i]:offsets[i + 1]])):
             enrich[i] = True
     patches: dict[int, bytes] = {}

@@ -145,7 +145,7 @@ def test_the_scanner_leaves_to_msgspec_what_it_is_not_sure_of(text):
 
 
 def test_tags_and_texts_of_one_event():
-    n, spans, columns = scan._scan.scan(
+    n, spans, columns, long_digits = scan._scan.scan(
         b' [ {"ph" : "X", "name": "a\\"b", "pid": -3, "ts": 1.5e3, "cat": null,'
         b' "args": {"device": 7, "x": [{"device": 5}]}} ] ')
     keys = dict(zip(scan._scan.KEYS, columns))
@@ -157,6 +157,16 @@ def test_tags_and_texts_of_one_event():
     assert keys["cat"][0] == bytes([scan.NULL]) and keys["tid"][0] == bytes([scan.ABSENT])
     assert keys["args"][2] == b'{"device": 7, "x": [{"device": 5}]}'
     assert keys["device"][2] == b"7"  # the args object's own key, not the nested one
+    assert long_digits == b"\x00"
+
+
+@pytest.mark.parametrize("args,flagged", [
+    ('{"a": 1234567890123456789}', True), ('{"a": "x1234567890123456789"}', True),  # strings too
+    ('{"a": 123456789012345678}', False), ('{"a": 0.1234567890123456789}', False),
+    ('[1.5, 12345678901234567890123]', True), ('{"a": -12345678901234567890}', True)])
+def test_args_with_digit_runs_that_may_pass_int64_are_flagged(args, flagged):
+    found = scan._scan.scan(f'[{{"ph": "X", "args": {args}}}, {{"ph": "X", "args": {{}}}}]'.encode())
+    assert found[3] == bytes([flagged, False])
 
 
 _RAWS = msgspec.json.Decoder(list[msgspec.Raw])
@@ -185,3 +195,20 @@ def test_what_the_scanner_accepts_msgspec_accepts():
         accepted += 1
         assert len(_RAWS.decode(bytes(data))) == found[0]
     assert accepted > 100  # damage inside strings and numbers still leaves valid JSON often
+
+
+def test_the_digit_run_flag_matches_a_byte_by_byte_count():
+    """The scanner samples every 19th byte; a plain count over every byte must agree."""
+    def plain(text: bytes) -> bool:
+        run = 0
+        for i, c in enumerate(text):
+            run = run + 1 if 48 <= c <= 57 else 0
+            if run >= 19 and (i + 1 == run or text[i - run] != ord(".")):
+                return True
+        return False
+    rng = random.Random(3)
+    for _ in range(5000):
+        body = "".join(rng.choice("0123456789.a" if rng.random() < 0.3 else "0123456789")
+                       for _ in range(rng.randrange(0, 120)))
+        args = f'{{"a": "{body}"}}'.encode()
+        assert scan._scan.scan(b'[{"args": ' + args + b"}]")[3] == bytes([plain(args)])
