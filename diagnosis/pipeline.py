@@ -31,7 +31,6 @@ if TYPE_CHECKING:
 
 # pandas and the rules engine (diagnosis.report: ~0.4 s of imports) are imported where they are
 # used: `run` loads them in a thread while the files parse (the parse needs neither).
-_ENGINE = "diagnosis.report"
 
 
 def load_events(artifacts: Iterable[ArtifactResult],
@@ -79,7 +78,7 @@ def _events_table(artifact: ArtifactResult) -> pa.Table:
 
 
 def _arrow_strings(arrow_type: pa.DataType):
-    import pandas as pd  # loaded by then (see _ENGINE)
+    import pandas as pd  # loaded by then (see _warm_up)
     return pd.ArrowDtype(pa.string()) if arrow_type == pa.string() else None
 
 
@@ -104,7 +103,7 @@ def diagnose(artifacts: list[ArtifactResult], rules=None, clock_offsets: dict[st
     each stage of the diagnosis as it starts (`done`: the share of the diagnosis before it);
     `on_events(events)` gets the event table once the report is built (figures the report
     does not carry, as `tracedoc diff` measures them)."""
-    from diagnosis.report import build_report  # see _ENGINE
+    from diagnosis.report import build_report  # see _warm_up
     stage = on_stage or _no_stage
     stage("events", 0.0)
     events, alignment = load_events(artifacts, clock_offsets)
@@ -117,7 +116,7 @@ def diagnose(artifacts: list[ArtifactResult], rules=None, clock_offsets: dict[st
 
 def _extents(events: pd.DataFrame) -> dict[str, tuple[int, int]]:
     """Each artifact's first and last time on the common clock (rows without a time ignored)."""
-    import pandas as pd  # loaded by then (see _ENGINE)
+    import pandas as pd  # loaded by then (see _warm_up)
     ts, dur = events["ts"].to_numpy(), events["dur"].to_numpy()
     timed = ts > 0
     if not timed.any():
@@ -139,9 +138,9 @@ def run(paths: list[str | Path], rules_dir: str | Path | None = None, rules=None
 
     The parsed events stay in memory (no Parquet written and read back)."""
     process_memory.settle()
-    engine = _preload(_ENGINE)
+    engine = _warm_up()
     if rules is None and rules_dir:
-        from rules.loader import load_rule_dirs  # see _ENGINE
+        from rules.loader import load_rule_dirs  # see _warm_up
         rules = load_rule_dirs([rules_dir])  # None: build_report takes the builtin pack
     with tempfile.TemporaryDirectory(prefix="tracedoc-") as tmp:
         with expand(paths, Path(tmp) / "unpacked") as members, _ProgressBar(members, show_progress) as bar:
@@ -151,16 +150,17 @@ def run(paths: list[str | Path], rules_dir: str | Path | None = None, rules=None
                             warnings=members.warnings, on_stage=bar.stage, on_events=on_events)
 
 
-def _preload(module: str) -> threading.Thread:
-    """`module` imported in a thread: the parse spends much of its time outside the GIL
-    (ingest.prefetch), so most of the import runs beside it. A failed import is raised again,
-    where the module is first used."""
+def _warm_up() -> threading.Thread:
+    """The report's imports (pandas, the rules engine) and the rule grammars' parsers, made
+    in a thread: the parse spends much of its time outside the GIL (ingest.prefetch), so most
+    of this runs beside it. A failure is raised again where the module is first used."""
     def load() -> None:
         try:
-            importlib.import_module(module)
+            importlib.import_module("diagnosis.report")
+            importlib.import_module("rules.grammar").build_parsers()
         except Exception:  # noqa: BLE001 - the caller's own import reports it
             pass
-    thread = threading.Thread(target=load, name=f"import {module}", daemon=True)
+    thread = threading.Thread(target=load, name="warm up the report", daemon=True)
     thread.start()
     return thread
 

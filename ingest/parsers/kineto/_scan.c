@@ -30,6 +30,7 @@ static const char *ARG_KEYS[] = {"correlation", "device", "stream", "External id
                                  "Bytes", "Device Id", "Device Type"};
 #define N_ARG 7
 #define N_KEYS (N_TOP + N_ARG)
+#define N_OUT (3 * N_KEYS + 2)  /* tags, offsets, data per key; spans; long_digits */
 
 /* A window's output, allocated for the most it could hold (untouched pages cost nothing):
  * no bound checks while scanning. A text is never longer than the window, and an event
@@ -55,6 +56,7 @@ typedef struct {
     int64_t *spans;       /* [start, end) of each event */
     unsigned char *long_digits;  /* 1: the event's args text holds a run of LONG_RUN+ digits */
     Py_ssize_t events;
+    PyObject *owners[N_OUT];     /* the bytes objects those buffers are: handed over as they are */
 } Scanner;
 
 static size_t TOP_LEN[N_TOP], ARG_LEN[N_ARG];
@@ -287,29 +289,42 @@ static inline void flush_event(Scanner *z) {
 }
 
 static void free_output(Scanner *z) {
-    for (int k = 0; k < N_KEYS; k++) {
-        free(z->cols[k].tags);
-        free(z->cols[k].offsets);
-        free(z->cols[k].data);
-    }
-    free(z->spans);
-    free(z->long_digits);
+    for (int k = 0; k < N_OUT; k++) Py_CLEAR(z->owners[k]);
+}
+
+/* A bytes object of `size` for output `slot`, written in place while the GIL is released and
+ * cut to what was written at the end: no copy of the output (untouched pages cost nothing). */
+static char *new_output(Scanner *z, int slot, size_t size) {
+    z->owners[slot] = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(size ? size : 1));
+    return z->owners[slot] ? PyBytes_AS_STRING(z->owners[slot]) : NULL;
 }
 
 static int alloc_output(Scanner *z) {
     size_t most = z->n / 3 + 1;
-    z->spans = malloc(most * 2 * sizeof(int64_t));
-    z->long_digits = malloc(most);
+    z->spans = (int64_t *)new_output(z, 3 * N_KEYS, most * 2 * sizeof(int64_t));
+    z->long_digits = (unsigned char *)new_output(z, 3 * N_KEYS + 1, most);
     if (!z->spans || !z->long_digits) return -1;
     for (int k = 0; k < N_KEYS; k++) {
         Column *c = &z->cols[k];
-        c->tags = malloc(most);
-        c->offsets = malloc((most + 1) * sizeof(int32_t));
-        c->data = malloc(z->n ? z->n : 1);
+        c->tags = (unsigned char *)new_output(z, 3 * k, most);
+        c->offsets = (int32_t *)new_output(z, 3 * k + 1, (most + 1) * sizeof(int32_t));
+        c->data = new_output(z, 3 * k + 2, z->n);
         if (!c->tags || !c->offsets || !c->data) return -1;
         c->offsets[0] = 0;
     }
     return 0;
+}
+
+/* The outputs cut to the bytes written. */
+static int finish_output(Scanner *z) {
+    Py_ssize_t n = z->events;
+    for (int k = 0; k < N_KEYS; k++) {
+        Py_ssize_t used[3] = {n, (n + 1) * (Py_ssize_t)sizeof(int32_t), (Py_ssize_t)z->cols[k].len};
+        for (int j = 0; j < 3; j++)
+            if (_PyBytes_Resize(&z->owners[3 * k + j], used[j]) < 0) return -1;
+    }
+    if (_PyBytes_Resize(&z->owners[3 * N_KEYS], n * 2 * (Py_ssize_t)sizeof(int64_t)) < 0) return -1;
+    return _PyBytes_Resize(&z->owners[3 * N_KEYS + 1], n);
 }
 
 /* The whole window: 0 ok, -1 not for the fast path. */
@@ -339,58 +354,49 @@ static int scan_window(Scanner *z) {
     return z->pos == z->n ? 0 : -1;  /* trailing text: msgspec says where the array ended */
 }
 
-static PyObject *bytes_of(const void *p, size_t n) {
-    return PyBytes_FromStringAndSize(p, (Py_ssize_t)n);
-}
-
 static PyObject *scan(PyObject *self, PyObject *arg) {
+    (void)self;
     Py_buffer view;
     if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return NULL;
     if (view.len > INT32_MAX) {  /* int32 offsets; windows are a few MiB */
         PyBuffer_Release(&view);
         Py_RETURN_NONE;
     }
-    Scanner *z = calloc(1, sizeof(Scanner));
+    Scanner *z = PyMem_Calloc(1, sizeof(Scanner));
     if (!z) {
         PyBuffer_Release(&view);
         return PyErr_NoMemory();
     }
     z->s = view.buf;
     z->n = (size_t)view.len;
-    int rc = alloc_output(z);
-    if (rc == 0) {
-        Py_BEGIN_ALLOW_THREADS
-        rc = scan_window(z) ? 1 : 0;
-        Py_END_ALLOW_THREADS
-    }
-    PyBuffer_Release(&view);
     PyObject *out = NULL, *columns = NULL;
-    if (rc < 0) {
+    if (alloc_output(z) < 0) {
         PyErr_NoMemory();
         goto done;
     }
-    if (rc > 0) {
+    int scanned;
+    Py_BEGIN_ALLOW_THREADS
+    scanned = scan_window(z) == 0;
+    Py_END_ALLOW_THREADS
+    if (!scanned) {
         out = Py_None;
         Py_INCREF(out);
         goto done;
     }
-    Py_ssize_t n = z->events;
+    if (finish_output(z) < 0) goto done;
     columns = PyTuple_New(N_KEYS);
     if (!columns) goto done;
     for (int k = 0; k < N_KEYS; k++) {
-        Column *c = &z->cols[k];
-        PyObject *one = Py_BuildValue("(NNN)", bytes_of(c->tags, n),
-                                      bytes_of(c->offsets, (n + 1) * sizeof(int32_t)),
-                                      bytes_of(c->data, c->len));
+        PyObject *one = PyTuple_Pack(3, z->owners[3 * k], z->owners[3 * k + 1], z->owners[3 * k + 2]);
         if (!one) goto done;
         PyTuple_SET_ITEM(columns, k, one);
     }
-    out = Py_BuildValue("(nNON)", n, bytes_of(z->spans, n * 2 * sizeof(int64_t)), columns,
-                        bytes_of(z->long_digits, n));
+    out = Py_BuildValue("(nOOO)", z->events, z->owners[3 * N_KEYS], columns, z->owners[3 * N_KEYS + 1]);
 done:
+    PyBuffer_Release(&view);
     Py_XDECREF(columns);
     free_output(z);
-    free(z);
+    PyMem_Free(z);
     return out;
 }
 
