@@ -87,7 +87,9 @@ def _peak_rss_bytes() -> int:
 def worker(which: str, trace: Path) -> None:
     """Runs in a fresh interpreter: load, then print seconds and peak RSS as JSON."""
     if which == "ours":
+        from ingest import process_memory
         from ingest.parse import parse_artifact  # pyarrow: this worker only (see build_trace)
+        process_memory.settle()  # as a worker's pool child does (tracedoc/celery.py) and the CLI
         started = time.perf_counter()
         report = parse_artifact(trace, trace.with_suffix(".parquet"), "bench")
         seconds, events = time.perf_counter() - started, report.events
