@@ -8,8 +8,9 @@ have 5,160-character templated names (ROCm and CUTLASS kernels look like this). 
 in the same run and each in a fresh subprocess:
 
 * tracedoc: `tracedoc diagnose --format json FILE` (cli.main: detect, parse, align,
-  features, rules, SLOs, clusters, report). Time: wall clock of the whole subprocess,
-  interpreter start and imports included, and its CPU time. Memory: its VmHWM.
+  features, rules, SLOs, clusters, report). Time: wall clock from starting the subprocess
+  to the CLI's return (interpreter start and imports included; the bench reading the report
+  back afterwards is not), and its CPU time. Memory: its VmHWM.
 * HTA: `TraceAnalysis(trace_dir=...)`, the load alone (imports excluded), as in
   bench.bench_kineto_parse: wall clock, CPU time and VmHWM.
 
@@ -69,9 +70,10 @@ def worker(trace: Path) -> None:
     with redirect_stdout(out):
         code = main(["diagnose", "-q", "--format", "json", "--fail-on", "critical", str(trace)])
     seconds = time.perf_counter() - started
+    ended = time.time()  # the parent's wall clock ends here: reading the report back below is the bench's
     usage = resource.getrusage(resource.RUSAGE_SELF)  # the whole process: start, imports, diagnose
     report = json.loads(out.getvalue())
-    print(json.dumps({"seconds": seconds, "cpu": usage.ru_utime + usage.ru_stime,
+    print(json.dumps({"seconds": seconds, "ended": ended, "cpu": usage.ru_utime + usage.ru_stime,
                       "peak_rss": _peak_rss_bytes(), "exit": code,
                       "events": report["trace"]["events"],
                       "findings": sorted(f["rule_id"] for f in report["findings"]),
@@ -79,14 +81,15 @@ def worker(trace: Path) -> None:
 
 
 def run_tracedoc(trace: Path) -> dict:
-    started = time.perf_counter()
+    """Wall clock: from starting the process (interpreter start and imports included) to the
+    CLI's return, on the machine's clock both processes read."""
+    started = time.time()
     proc = subprocess.run([sys.executable, "-m", "bench.bench_diagnose", "--worker", str(trace)],
                           capture_output=True, text=True)
-    wall = time.perf_counter() - started
     if proc.returncode:
         return {"error": (proc.stderr or proc.stdout).strip().splitlines()[-3:]}
     result = json.loads(proc.stdout.strip().splitlines()[-1])
-    result["wall"] = wall
+    result["wall"] = result.pop("ended") - started
     return result
 
 
@@ -113,6 +116,8 @@ def main(argv: list[str] | None = None) -> int:
             trace_dir.mkdir()
             trace = trace_dir / "rank0.pt.trace.json"  # alone in its folder: HTA reads every file there
             build_trace(trace, args.mb, transform)
+            if not results:  # once, unmeasured: the builtin rule pack's cache (rules/loader.py) and .pyc files
+                run_tracedoc(trace)
             results[label] = measure(trace, args.skip_hta)
             trace.unlink()
     return report(results)

@@ -32,7 +32,7 @@ _STRINGS = np.array([t in (ABSENT, NULL, STR, ESC) for t in range(256)])
 _NUMBERS = np.array([t in (ABSENT, NULL, INT, FLOAT) for t in range(256)])
 _INTS = np.array([t in (ABSENT, NULL, INT) for t in range(256)])
 _SCALARS = np.array([t in (ABSENT, NULL, STR, ESC, INT, FLOAT) for t in range(256)])  # int|float|str|None
-TOP_KEYS = ("ph", "cat", "name", "pid", "tid", "ts", "dur", "args")
+# the args keys the scanner reads (after the 8 top-level ones in `_scan.KEYS`): trace._ARG_FIELDS
 ARG_KEYS = ("correlation", "device", "stream", "External id", "Bytes", "Device Id", "Device Type")
 
 

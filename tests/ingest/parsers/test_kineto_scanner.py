@@ -212,3 +212,8 @@ def test_the_digit_run_flag_matches_a_byte_by_byte_count():
                        for _ in range(rng.randrange(0, 120)))
         args = f'{{"a": "{body}"}}'.encode()
         assert scan._scan.scan(b'[{"args": ' + args + b"}]")[3] == bytes([plain(args)])
+
+
+def test_python_names_the_keys_the_scanner_reads():
+    assert scan._scan.KEYS == ("ph", "cat", "name", "pid", "tid", "ts", "dur", "args") + scan.ARG_KEYS
+    assert set(scan.ARG_KEYS) == set(trace._ARG_FIELDS)
