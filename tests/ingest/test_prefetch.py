@@ -1,0 +1,60 @@
+"""ingest.prefetch: items made one ahead in a thread, in order; the producer's error raised
+at its item; a caller that stops early stops (and closes) the producer; the caller's context
+seen by the producer."""
+import contextvars
+import threading
+import time
+
+import pytest
+
+from ingest.prefetch import prefetched
+
+
+def test_items_come_in_order_from_another_thread():
+    made_in = []
+
+    def items():
+        for i in range(50):
+            made_in.append(threading.current_thread().name)
+            yield i
+    assert list(prefetched(items())) == list(range(50))
+    assert set(made_in) == {"prefetch"}
+
+
+def test_an_error_in_the_producer_is_raised_after_the_items_before_it():
+    def items():
+        yield 1
+        yield 2
+        raise ValueError("damaged at byte 9")
+    got = []
+    with pytest.raises(ValueError, match="byte 9"):
+        for item in prefetched(items()):
+            got.append(item)
+    assert got == [1, 2]
+
+
+def test_a_caller_that_stops_early_stops_and_closes_the_producer():
+    made, closed = [], threading.Event()
+
+    def items():
+        try:
+            for i in range(10_000):
+                made.append(i)
+                yield i
+        finally:
+            closed.set()
+    stream = prefetched(items(), ahead=1)
+    assert next(stream) == 0
+    stream.close()  # as a caller's error or time limit does
+    assert closed.wait(5)
+    time.sleep(0.1)
+    assert len(made) <= 3  # the item handed over, one queued, one being made
+
+
+def test_the_producer_sees_the_callers_context():
+    var = contextvars.ContextVar("reading", default=None)
+    var.set("the caller's callback")
+
+    def items():
+        yield var.get()
+    assert list(prefetched(items())) == ["the caller's callback"]
