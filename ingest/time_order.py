@@ -87,33 +87,37 @@ def take_strings_releasing(chunks: list[pa.Array], order: np.ndarray,
     out_offsets[0] = written = 0
     sources = [_buffers(c) for c in chunks] if _gather is not None else None
     for k, lo in enumerate(range(0, len(order), SLICE_ROWS)):
-        if sources is not None:  # each row copied once, straight to its place
-            rows, used = order[lo:lo + SLICE_ROWS], chunk_of[lo:lo + SLICE_ROWS]
-            written = _gather.take_strings(out_data, out_offsets[lo + 1:lo + 1 + len(rows)], written, sources,
-                                           used, rows - starts[used])
-            _drop(chunks, sources, last_use == k, pool)
-            continue
         rows, used = order[lo:lo + SLICE_ROWS], chunk_of[lo:lo + SLICE_ROWS]
         within = rows - starts[used]  # row within its chunk
-        needed, at = np.unique(used, return_inverse=True)
-        by_chunk = np.argsort(at, kind="stable")  # the slice's rows grouped by chunk, in slice order
-        parts = [chunks[j].take(pa.array(within[by_chunk[a:b]]))
-                 for j, a, b in zip(needed.tolist(), *_group_bounds(at[by_chunk], len(needed)))]
-        # taken chunk by chunk (a take over a chunked array concatenates the chunks first), then
-        # put back in slice order; a slice's copies stay small enough to reuse the same heap pages
-        inverse = np.empty_like(by_chunk)
-        inverse[by_chunk] = np.arange(len(by_chunk))
-        part = (pa.concat_arrays(parts) if len(parts) > 1 else parts[0]).take(pa.array(inverse))
-        del parts
-        offsets, data = _buffers(part)
-        size = int(offsets[-1] - offsets[0])
-        out_data[written:written + size] = data[offsets[0]:offsets[-1]]
-        out_offsets[lo + 1:lo + 1 + len(rows)] = offsets[1:] - offsets[0] + written
-        written += size
-        del part, offsets, data
+        ends = out_offsets[lo + 1:lo + 1 + len(rows)]
+        if sources is not None:  # each row copied once, straight to its place
+            written = _gather.take_strings(out_data, ends, written, sources, used, within)
+        else:
+            written = _copy_with_takes(chunks, used, within, out_data, ends, written)
         _drop(chunks, sources, last_use == k, pool)
     chunks.clear()
     return pa.StringArray.from_buffers(len(order), pa.py_buffer(out_offsets), pa.py_buffer(out_data))
+
+
+def _copy_with_takes(chunks: list, used: np.ndarray, within: np.ndarray, out_data: np.ndarray,
+                     ends: np.ndarray, written: int) -> int:
+    """One slice's rows (row `within[i]` of chunk `used[i]`) appended to `out_data` with
+    Arrow's takes, their ends into `ends`; returns the bytes written so far."""
+    needed, at = np.unique(used, return_inverse=True)
+    by_chunk = np.argsort(at, kind="stable")  # the slice's rows grouped by chunk, in slice order
+    parts = [chunks[j].take(pa.array(within[by_chunk[a:b]]))
+             for j, a, b in zip(needed.tolist(), *_group_bounds(at[by_chunk], len(needed)))]
+    # taken chunk by chunk (a take over a chunked array concatenates the chunks first), then
+    # put back in slice order; a slice's copies stay small enough to reuse the same heap pages
+    inverse = np.empty_like(by_chunk)
+    inverse[by_chunk] = np.arange(len(by_chunk))
+    part = (pa.concat_arrays(parts) if len(parts) > 1 else parts[0]).take(pa.array(inverse))
+    del parts
+    offsets, data = _buffers(part)
+    size = int(offsets[-1] - offsets[0])
+    out_data[written:written + size] = data[offsets[0]:offsets[-1]]
+    ends[:] = offsets[1:] - offsets[0] + written
+    return written + size
 
 
 def _drop(chunks: list, sources: list | None, done: np.ndarray, pool: pa.MemoryPool | None) -> None:
