@@ -7,7 +7,7 @@ import argparse
 import sys
 
 from cli.output import run
-from cli.submit import add_submit_parser
+from cli.submit_args import add_submit_parser
 
 DESCRIPTION = ("Submit traces to a tracedoc server, print its diagnosis and exit 0/1/2 for a CI gate "
                "(the slim client: `tracedoc diagnose` and `tracedoc diff` need the full tracedoc package).")

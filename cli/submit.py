@@ -26,36 +26,9 @@ from cli.api_client import ApiClient, ApiError
 from cli.output import EXIT_BAD_INPUT, EXIT_OK, FORMATS, print_report
 from diagnosis.render import RENDERERS, RenderOptions
 from diagnosis.results import Report
-from rules.severity import SEVERITIES
 
 SERVER_MAX_WAIT_S = 300  # the server answers ?wait= for at most this long; longer waits poll
-DEFAULT_TIMEOUT_S = 300.0
 POLL_S = 2.0
-
-
-def add_submit_parser(sub) -> None:
-    s = sub.add_parser("submit", help="upload files to a tracedoc server and print its diagnosis")
-    s.add_argument("paths", nargs="+", help="files and folders (a folder is sent as one tar.gz); one trace")
-    s.add_argument("--server", default=os.environ.get("TRACEDOC_SERVER"),
-                   help="server URL, e.g. https://tracedoc.example.com (default $TRACEDOC_SERVER)")
-    s.add_argument("--token", default=os.environ.get("TRACEDOC_TOKEN"),
-                   help="API token (default $TRACEDOC_TOKEN, which keeps it out of the process list)")
-    s.add_argument("--labels", action="append", default=[], metavar="KEY=VALUE[,KEY=VALUE]",
-                   help="labels, e.g. branch=main,ci=true (repeatable; a JSON object is accepted too)")
-    s.add_argument("--name", default="", help="trace name shown in the web UI")
-    s.add_argument("--team", default="", help="team slug, when the token's user is in several teams")
-    s.add_argument("--timeout", type=float, default=None,
-                   help=f"seconds to wait for the diagnosis before exiting 2 (default {DEFAULT_TIMEOUT_S:.0f})")
-    s.add_argument("--wait", type=float, default=None,
-                   help="seconds the server holds the upload's answer (at most 300; default: --timeout); "
-                        "0 uploads, prints the trace's URL and exits 0 without waiting")
-    s.add_argument("--format", choices=FORMATS, default="text")
-    s.add_argument("--also", action="append", default=[], metavar="FORMAT=PATH",
-                   help="also write the report in FORMAT to PATH, e.g. sarif=tracedoc.sarif (repeatable): "
-                        "one upload gives the gate, the code-scanning file and the PR summary")
-    s.add_argument("--fail-on", choices=SEVERITIES, default="error",
-                   help="exit 1 when a finding is at or above this severity (default: error)")
-    s.set_defaults(func=cmd_submit)
 
 
 class SubmitError(Exception):
@@ -63,7 +36,7 @@ class SubmitError(Exception):
 
 
 def cmd_submit(args) -> int:
-    timeout = args.timeout if args.timeout is not None else (args.wait or DEFAULT_TIMEOUT_S)
+    timeout = args.timeout if args.timeout is not None else (args.wait or args.default_timeout)
     wait = min(timeout if args.wait is None else args.wait, timeout, SERVER_MAX_WAIT_S)
     try:
         if not args.server:

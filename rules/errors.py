@@ -1,4 +1,5 @@
-"""Errors of the rule engine that several of its modules raise."""
+"""Errors of the rule engine that several of its modules raise (and the CLI catches: this module
+imports nothing, so catching them does not load the engine)."""
 from __future__ import annotations
 
 
@@ -13,3 +14,14 @@ class CompileError(ValueError):
 
 class EvalError(RuntimeError):
     """A rule that cannot be evaluated over this trace (a missing column, too many windows)."""
+
+
+class RuleError(ValueError):
+    """A rule file that cannot be used, at `file:line:col` (rules.loader raises it)."""
+
+    def __init__(self, file: str, line: int, col: int, message: str):
+        super().__init__(f"{file}:{line}:{col}: {message}")
+        self.file, self.line, self.col, self.message = str(file), line, col, message
+
+    def to_dict(self) -> dict:
+        return {"file": self.file, "line": self.line, "col": self.col, "message": self.message}

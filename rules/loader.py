@@ -22,20 +22,12 @@ import yaml
 
 from rules import limits
 from rules.compiler import CompileError, compile_rule, compile_selection
+from rules.errors import RuleError
 
 BUILTIN_DIR = Path(__file__).parent / "builtin"
 SCHEMA_PATH = Path(__file__).parent / "schema.json"
 RULE_SUFFIXES = (".yaml", ".yml")
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
-class RuleError(ValueError):
-    def __init__(self, file: str, line: int, col: int, message: str):
-        super().__init__(f"{file}:{line}:{col}: {message}")
-        self.file, self.line, self.col, self.message = str(file), line, col, message
-
-    def to_dict(self) -> dict:
-        return {"file": self.file, "line": self.line, "col": self.col, "message": self.message}
 
 
 @dataclass

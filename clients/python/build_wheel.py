@@ -21,7 +21,8 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 # the submit path: command, stdlib HTTP client, report types and renderers, nothing more
 MODULES = (
-    "cli/__init__.py", "cli/client.py", "cli/submit.py", "cli/api_client.py", "cli/output.py",
+    "cli/__init__.py", "cli/client.py", "cli/submit.py", "cli/submit_args.py", "cli/api_client.py",
+    "cli/output.py",
     "agent/__init__.py", "agent/multipart.py",
     "rules/__init__.py", "rules/severity.py", "rules/results.py",
     "diagnosis/__init__.py", "diagnosis/results.py", "diagnosis/render.py", "diagnosis/render_options.py",

@@ -1,7 +1,7 @@
 """SQL for each Nsight Systems export table we read, over export schemas 2.x and 3.x.
 
 Every query yields the same base columns (ts, dur, name, pid, tid, device, stream, corr,
-value, rid) plus per-table attribute columns; `nsys.sqlite` turns them into events.
+value, rid) plus per-table attribute columns; `nsys.export` turns them into events.
 Timestamps in the export are ns since the session start (TARGET_INFO_SESSION_START_TIME).
 globalTid/globalPid pack the ids: pid = (g >> 24) & 0xFFFFFF, tid = g & 0xFFFFFF; a
 runtime call belongs to the process `globalTid & 0xFFFFFFFFFF000000` (nsys's own reports

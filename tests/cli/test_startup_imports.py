@@ -1,0 +1,49 @@
+"""`tracedoc diagnose` starts parsing before the report's imports are done: pandas and the rule
+engine load in a thread beside the parse (diagnosis.pipeline._warm_up). Anything the main
+thread imports on its way to the parse runs before it, on the command's critical path; these
+tests keep the heavy modules off that path."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from tests.corpus import ROOT, corpus
+
+HEAVY = ("pandas", "rules.compiler", "rules.loader", "urllib.request", "http.client", "diagnosis.render")
+
+
+def _imported_after(code: str) -> list[str]:
+    done = subprocess.run([sys.executable, "-c", code + "\nimport json, sys\nprint(json.dumps(sorted(sys.modules)))"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def test_building_the_command_line_imports_no_engine_nor_http_client():
+    modules = _imported_after("import cli.main\ncli.main.build_parser()")
+    assert [m for m in HEAVY if m in modules] == []
+
+
+def test_the_diagnose_command_reaches_the_parse_without_pandas():
+    """What cmd_diagnose and pipeline.run import before the first file is parsed, then the
+    detection of every corpus format that comes before Kineto in the registry's order."""
+    kineto = corpus("h200", "healthy_decode", "kineto_trace.json.gz")
+    modules = _imported_after(
+        "import cli.main\n"
+        "from diagnosis.pipeline import run\n"
+        "from ingest.events import ParseError\n"
+        "from rules.errors import RuleError\n"
+        "from ingest.parsers import detect\n"
+        f"assert detect({str(kineto)!r}).FORMAT == 'kineto'\n")
+    assert [m for m in HEAVY if m in modules] == []
+
+
+def test_the_command_exits_with_its_status_and_the_whole_report(tmp_path):
+    """`entry` leaves without the interpreter's teardown: the report on stdout must be whole."""
+    trace = corpus("h200", "nccl_timeout")
+    done = subprocess.run([sys.executable, "-c", "from cli.main import entry; entry()", "diagnose", "-q",
+                           "--format", "json", str(trace)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stderr
+    report = json.loads(done.stdout)
+    assert "nccl.timeout-stream-blocked" in {f["rule_id"] for f in report["findings"]}
