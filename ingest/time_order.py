@@ -12,6 +12,9 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
+from ingest.row_copy import take_texts
+from ingest.row_copy import text_buffers as _buffers
+
 try:
     from ingest import _gather  # the compiled row copy (ingest/_gather.c)
 except ImportError:  # built without a compiler: Arrow takes, three copies a row
@@ -56,7 +59,9 @@ def _in_order(columns: list, i: int, order: np.ndarray | None, pool: pa.MemoryPo
     # ... really: a parsed chunk is small, from the heap, whose freed pages the allocator keeps
     # (ingest.process_memory); without this each column's old copy stayed: +35 MiB on 150 MB
     pool.release_unused()
-    return whole if order is None else whole.take(pa.array(order))
+    if order is None:
+        return whole
+    return take_texts(whole, order) if pa.types.is_string(whole.type) else whole.take(pa.array(order))
 
 
 def _same_in_any_order(column: pa.ChunkedArray) -> pa.Array | None:
@@ -145,12 +150,6 @@ def _last_use(chunk_of: np.ndarray, n_chunks: int) -> np.ndarray:
         ends = np.flatnonzero(np.append(chunk_of[1:] != chunk_of[:-1], True))
         np.maximum.at(last, chunk_of[ends], ends // SLICE_ROWS)
     return last
-
-
-def _buffers(array: pa.StringArray) -> tuple[np.ndarray, np.ndarray]:
-    _, offsets, data = array.buffers()
-    offsets = np.frombuffer(offsets, dtype=np.int32, count=len(array) + 1, offset=array.offset * 4)
-    return offsets, (np.frombuffer(data, dtype=np.uint8) if data is not None else np.empty(0, np.uint8))
 
 
 def _data_bytes(chunks: list[pa.Array]) -> int:

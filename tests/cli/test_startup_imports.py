@@ -10,7 +10,8 @@ import sys
 
 from tests.corpus import ROOT, corpus
 
-HEAVY = ("pandas", "rules.compiler", "rules.loader", "urllib.request", "http.client", "diagnosis.render")
+HEAVY = ("pandas", "rules.compiler", "rules.loader", "urllib.request", "http.client", "diagnosis.render",
+         "google.protobuf.json_format", "opentelemetry.proto.trace.v1.trace_pb2")
 
 
 def _imported_after(code: str) -> list[str]:

@@ -21,6 +21,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ingest.row_copy import take_texts
+
 try:
     from ingest.parsers.kineto import _scan
 except ImportError:  # built without a compiler (the extension is optional in pyproject.toml)
@@ -48,7 +50,7 @@ class Texts:
     texts: pa.BinaryArray  # null where absent or null
 
     def take(self, idx: np.ndarray) -> "Texts":
-        return Texts(self.tags[idx], self.texts.take(pa.array(idx)))
+        return Texts(self.tags[idx], take_texts(self.texts, idx))
 
     def values(self) -> list[Any]:
         """The Python values msgspec would give (None where absent or null), one by one:

@@ -30,6 +30,7 @@ from ingest.clock import Clock
 from ingest.events import INT64_MAX, INT64_MIN, EventSink, ParseReport, dumps_attrs
 from ingest.io import is_gzip
 from ingest.prefetch import prefetched
+from ingest.row_copy import take_texts
 from ingest.parsers.kineto.decode import (
     Args, Chunk, Event, TraceReader, decode_args, has_big_int, peek_trailer,
 )
@@ -417,7 +418,7 @@ class _Fields:
         out.long_digits = None if self.long_digits is None else self.long_digits[idx]
         out.ph, out.cat, out.ts, out.dur = self.ph[idx], self.cat[idx], self.ts[idx], self.dur[idx]
         out.pid, out.tid = (x.take(idx) if isinstance(x, Texts) else _pick(x, idx) for x in (self.pid, self.tid))
-        out.name = self.name.take(pa.array(idx))
+        out.name = take_texts(self.name, idx)
         out.args = self.args.take(idx)
         return out
 

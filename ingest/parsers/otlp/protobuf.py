@@ -9,16 +9,18 @@ same code as OTLP/JSON.
 """
 from __future__ import annotations
 
-from google.protobuf import json_format
-from google.protobuf.message import DecodeError
-from opentelemetry.proto.logs.v1.logs_pb2 import ResourceLogs
-from opentelemetry.proto.metrics.v1.metrics_pb2 import ResourceMetrics
-from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans
+import functools
+from typing import TYPE_CHECKING
 
 from ingest.events import EventSink, ParseError, ParseReport
 from ingest.io import read_all
 from ingest.parsers import looks_binary
 from ingest.parsers.otlp.common import OtlpEmitter
+
+if TYPE_CHECKING:
+    from opentelemetry.proto.logs.v1.logs_pb2 import ResourceLogs
+    from opentelemetry.proto.metrics.v1.metrics_pb2 import ResourceMetrics
+    from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans
 
 FORMAT = "otlp_pb"
 SOURCE = "otlp"
@@ -77,12 +79,21 @@ def _metrics_ok(m: ResourceMetrics) -> bool:
     return bool(metrics) and all(x.name and x.WhichOneof("data") for x in metrics)
 
 
-KINDS = ((ResourceSpans, _spans_ok, "resourceSpans"), (ResourceLogs, _logs_ok, "resourceLogs"),
-         (ResourceMetrics, _metrics_ok, "resourceMetrics"))
+@functools.cache
+def _kinds() -> tuple:
+    """The message classes with their plausibility checks. Imported on the first binary file
+    that opens like a request: detection reads this module for every upload (protobuf's
+    imports are ~25 ms of a `tracedoc diagnose`)."""
+    from opentelemetry.proto.logs.v1.logs_pb2 import ResourceLogs
+    from opentelemetry.proto.metrics.v1.metrics_pb2 import ResourceMetrics
+    from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans
+    return ((ResourceSpans, _spans_ok, "resourceSpans"), (ResourceLogs, _logs_ok, "resourceLogs"),
+            (ResourceMetrics, _metrics_ok, "resourceMetrics"))
 
 
 def _classify(payload: bytes):
-    for cls, plausible, key in KINDS:
+    from google.protobuf.message import DecodeError  # see _kinds
+    for cls, plausible, key in _kinds():
         try:
             msg = cls.FromString(payload)
         except DecodeError:
@@ -111,6 +122,7 @@ def sniff(head: bytes, name: str) -> bool:
 
 
 def parse(path, sink: EventSink, report: ParseReport) -> None:
+    from google.protobuf import json_format  # see _kinds
     data = read_all(path)
     emitter = OtlpEmitter(path, sink, report)
     index = -1
