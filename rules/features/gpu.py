@@ -18,14 +18,20 @@ import pandas as pd
 
 from rules.features import category_mask, distinct_text, feature
 
-STREAM_SYNCS = ("cudaStreamSynchronize", "cudaEventSynchronize", "cudaMemcpy", "cudaMemcpy2D", "hipStreamSynchronize")
+STREAM_SYNCS = ("cudaStreamSynchronize", "cudaEventSynchronize", "cudaMemcpy", "cudaMemcpy2D", "hipStreamSynchronize",
+                "hipEventSynchronize", "hipMemcpy", "hipMemcpyWithStream", "hipMemcpy2D")
 DEVICE_SYNCS = ("cudaDeviceSynchronize", "hipDeviceSynchronize")
 SCALAR_READS = ("aten::item", "aten::tolist")
 SHORT_GAP_NS = 200_000     # a gap a launch or one eager op's dispatch explains
 LONG_GAP_NS = 1_000_000    # a gap where the host did something else
-INPUT_OPS = ("DataLoader", "dataloader", "_next_data", "__next__", "collate", "fetch")
+# The input pipeline by name: the DataLoader's annotation and its Python frames (torch/utils/data/...).
+# Not a bare `__next__` or `fetch`: other iterators (a transformers pipeline's wraps the whole
+# forward pass) and fetches are not input loading.
+INPUT_OPS = ("DataLoader", "dataloader", "_next_data", "collate", "utils/data/")
 LAUNCH_CALLS = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx",
-                "hipLaunchKernel", "hipExtModuleLaunchKernel")
+                "hipLaunchKernel", "hipExtLaunchKernel", "hipModuleLaunchKernel", "hipExtModuleLaunchKernel")
+GRAPH_LAUNCHES = ("cudaGraphLaunch", "hipGraphLaunch")
+HOST_CALL_KINDS = ("runtime", "driver")  # cuLaunchKernel(Ex) is a driver call
 
 
 def steady_window(ctx) -> tuple[int, int, int] | None:
@@ -129,12 +135,12 @@ def gpu_activity(ctx) -> pd.DataFrame:
         return ev.iloc[0:0]
     lo, hi, steps, busy, gaps = window.lo, window.hi, window.steps, window.busy, window.gaps
     index = ctx.index
-    runtime = index.rows("runtime")
+    runtime = index.rows(*HOST_CALL_KINDS)
     ts = index.column("ts", runtime)
     runtime = runtime[(ts >= lo) & (ts < hi)]
     launch_calls = runtime[index.name_in(runtime, LAUNCH_CALLS)]
     launches = len(launch_calls)
-    graphs = int(index.name_in(runtime, ("cudaGraphLaunch",)).sum())
+    graphs = int(index.name_in(runtime, GRAPH_LAUNCHES).sum())
     kernels = len(window.rows)
     median_kernel = float(np.median(window.durs))
     row = ev.iloc[[window.rows[0]]].copy()
@@ -213,7 +219,7 @@ def gpu_idle_gaps(ctx) -> pd.DataFrame:
         return ev.iloc[0:0]
     idle = int((bounds[:, 1] - bounds[:, 0]).sum())
     host = _host_time_in(ctx, bounds)
-    input_ns = sum(v for n, v in host.items() if any(t in n for t in INPUT_OPS))
+    input_ns = _input_time_in(ctx, bounds)
     sync_ns = sum(v for n, v in host.items() if n in STREAM_SYNCS + DEVICE_SYNCS + SCALAR_READS)
     verdict = "input" if input_ns >= 0.3 * idle else "sync" if sync_ns >= 0.3 * idle else "other"
     top_name = max(host, key=host.get) if host else ""
@@ -261,6 +267,34 @@ def _host_time_in(ctx, bounds: np.ndarray) -> dict[str, int]:
         for start in range(0, len(rows), GAP_JOIN_BLOCK):
             _add_gap_overlaps(index, rows[start:start + GAP_JOIN_BLOCK], g, sums)
     return {str(names[c]): int(sums[c]) for c in np.nonzero(sums)[0]}
+
+
+def _input_time_in(ctx, bounds: np.ndarray) -> int:
+    """How long (ns) the host was inside the input pipeline during the gaps: the union of the
+    INPUT_OPS ops' time, so that the DataLoader's nested frames (its annotation, `__next__`,
+    `_next_data`, `fetch`, ...) count once. Never more than the gaps. Host rows only: a GPU
+    user annotation (a stream) spans kernels, not host work."""
+    index = ctx.index
+    names = ctx.events["name"].cat.categories
+    matching = [n for n in names if any(t in n for t in INPUT_OPS)]
+    rows = index.rows("cpu_op", "annotation")
+    rows = rows[index.name_in(rows, matching) & (index.column("stream", rows) < 0)] if matching else rows[:0]
+    if not len(rows):
+        return 0
+    s, e = index.column("ts", rows), index.column("ts", rows) + np.maximum(index.column("dur", rows), 0)
+    order = np.argsort(s, kind="stable")
+    s, e = s[order], e[order]
+    # merge into disjoint intervals: a new one starts where no earlier op still runs
+    reach = np.maximum.accumulate(e)
+    new = np.append(True, s[1:] > reach[:-1])
+    starts, ends = s[new], reach[np.append(np.flatnonzero(new)[1:] - 1, len(s) - 1)]
+    gaps = bounds[np.argsort(bounds[:, 0])]
+    total = 0
+    for lo, hi in gaps.tolist():  # disjoint gaps, disjoint intervals: the overlaps add up exactly
+        a, b = np.searchsorted(ends, lo, side="right"), np.searchsorted(starts, hi, side="left")
+        if a < b:
+            total += int((np.minimum(ends[a:b], hi) - np.maximum(starts[a:b], lo)).sum())
+    return total
 
 
 def _add_gap_overlaps(index, rows: np.ndarray, g: np.ndarray, sums: np.ndarray) -> None:

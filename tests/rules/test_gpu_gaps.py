@@ -23,3 +23,39 @@ def test_host_time_in_gaps_matches_a_loop_over_gaps():
         for name, s, e in zip(names[inside], ts[inside], (ts + dur)[inside]):
             want[name] = want.get(name, 0) + int(min(e, hi) - max(s, lo))
     assert _host_time_in(TraceContext(ev), bounds) == want
+
+
+def _union_inside(intervals: list[tuple[int, int]], bounds: np.ndarray) -> int:
+    """Reference: the nanoseconds of the gaps covered by any interval (one bit per ns)."""
+    covered = np.zeros(int(bounds.max()) + 1, bool)
+    for s, e in intervals:
+        covered[s:e] = True
+    return int(sum(covered[lo:hi].sum() for lo, hi in bounds))
+
+
+def test_input_time_counts_nested_dataloader_frames_once():
+    """The frames of one DataLoader step (as PyTorch's profiler writes them with Python
+    tracing: the annotation, __next__, _next_data, fetch, collate) overlap: their union, not
+    their sum, is the time in the input pipeline. A transformers pipeline's `__next__` wraps the
+    whole forward pass and is not input loading; a GPU user annotation (a stream) is no host work."""
+    from rules.features.gpu import _input_time_in
+    rng = np.random.default_rng(7)
+    rows, inputs = [], []
+    for step in range(20):
+        start = step * 10_000 + int(rng.integers(0, 2_000))
+        length = int(rng.integers(500, 6_000))
+        inputs.append((start, start + length))
+        rows += [("annotation", "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", start, length, -1),
+                 ("cpu_op", "torch/utils/data/dataloader.py(728): __next__", start + 5, length - 10, -1),
+                 ("cpu_op", "torch/utils/data/dataloader.py(787): _next_data", start + 10, length - 20, -1),
+                 ("cpu_op", "torch/utils/data/_utils/fetch.py(25): fetch", start + 15, length - 30, -1),
+                 ("cpu_op", "torch/utils/data/_utils/collate.py(317): default_collate", start + 20, 50, -1),
+                 ("cpu_op", "transformers/pipelines/pt_utils.py(117): __next__", step * 10_000, 9_000, -1),
+                 ("annotation", "## forward ##", step * 10_000, 9_999, 7),  # GPU-side: a stream
+                 ("annotation", "DataLoader on the GPU timeline", step * 10_000, 9_999, 7)]
+    kind, name, ts, dur, stream = map(list, zip(*rows))
+    ev = as_event_frame(pd.DataFrame({"ts": ts, "dur": dur, "kind": kind, "name": name, "stream": stream}))
+    bounds = np.column_stack([np.arange(0, 200_000, 10_000) + 1_000, np.arange(0, 200_000, 10_000) + 7_000])
+    got = _input_time_in(TraceContext(ev), bounds)
+    assert got == _union_inside(inputs, bounds)
+    assert 0 < got <= int((bounds[:, 1] - bounds[:, 0]).sum())
