@@ -14,6 +14,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable
 
+import numpy as np
 import pyarrow as pa
 
 from diagnosis.results import Report
@@ -54,10 +55,13 @@ def load_events(artifacts: Iterable[ArtifactResult],
     alignment = describe_plans(plans)
     aligned = list(apply_alignment(tables, plans).values())
     tables.clear()
+    process_memory.release()  # what parsing (or reading back) freed, before the sort's copies
     # the list is the only reference: each column's old copy goes as its sorted copy is made
     merged = [pa.concat_tables(aligned, promote_options="permissive") if len(aligned) > 1 else aligned[0]]
     del aligned
-    return event_frame(sorted_by_time(merged)), alignment
+    frame = event_frame(sorted_by_time(merged))
+    process_memory.release()  # the parsed chunks the sort let go
+    return frame, alignment
 
 
 def _events_table(artifact: ArtifactResult) -> pa.Table:
@@ -118,17 +122,22 @@ def _extents(events: pd.DataFrame) -> dict[str, tuple[int, int]]:
     """Each artifact's first and last time on the common clock (rows without a time ignored)."""
     import pandas as pd  # loaded by then (see _warm_up)
     ts, dur = events["ts"].to_numpy(), events["dur"].to_numpy()
-    timed = ts > 0
-    if not timed.any():
+    timed = np.flatnonzero(ts > 0)
+    if not len(timed):
         return {}
     artifact = events["artifact"]
     if isinstance(artifact.dtype, pd.CategoricalDtype):  # per artifact code, not per row string
         codes, names = artifact.cat.codes.to_numpy(), artifact.cat.categories
     else:
         codes, names = pd.factorize(artifact.to_numpy())
-    grouped = pd.DataFrame({"code": codes[timed], "ts": ts[timed], "end": ts[timed] + dur[timed]}) \
-        .groupby("code").agg(start=("ts", "min"), end=("end", "max"))
-    return {str(names[code]): (int(r.start), int(r.end)) for code, r in grouped.iterrows() if code >= 0}
+    codes = codes[timed].astype(np.int64)
+    first, last = ts[timed], ts[timed] + dur[timed]
+    known = codes >= 0
+    codes, first, last = codes[known], first[known], last[known]
+    start, stop = np.full(len(names), np.iinfo(np.int64).max), np.full(len(names), np.iinfo(np.int64).min)
+    np.minimum.at(start, codes, first)  # per artifact, without a frame of the timed rows
+    np.maximum.at(stop, codes, last)
+    return {str(names[c]): (int(start[c]), int(stop[c])) for c in np.unique(codes).tolist()}
 
 
 def run(paths: list[str | Path], rules_dir: str | Path | None = None, rules=None,

@@ -20,9 +20,21 @@ _POLL_S = 0.05  # how often a blocked producer looks whether the caller has gone
 
 
 def prefetched(items: Iterator[T], ahead: int = 1) -> Iterator[T]:
-    """`items`, with up to `ahead` items made before the caller asks for them."""
+    """`items`, with up to `ahead` items made before the caller asks for them.
+
+    The producer starts an item only when one of its `ahead` turns is free, and a turn comes
+    back when the caller takes an item: besides the caller's own item, at most `ahead` exist
+    (made, queued or being made). A queue alone let the producer make one more while another
+    waited in it: three 8 MiB Kineto windows with their scanned texts alive instead of two."""
     handoff: queue.Queue = queue.Queue(maxsize=ahead)
+    turns = threading.Semaphore(ahead)
     stop = threading.Event()
+
+    def turn() -> bool:
+        while not stop.is_set():
+            if turns.acquire(timeout=_POLL_S):
+                return True
+        return False
 
     def hand(entry) -> bool:
         while not stop.is_set():
@@ -35,8 +47,9 @@ def prefetched(items: Iterator[T], ahead: int = 1) -> Iterator[T]:
 
     def produce() -> None:
         try:
-            for item in items:
-                if not hand((item, None)):
+            while turn():
+                item = next(items, _END)
+                if item is _END or not hand((item, None)):
                     break
                 del item  # the caller holds it from here on
         except BaseException as e:  # handed over: the caller raises it
@@ -58,6 +71,7 @@ def prefetched(items: Iterator[T], ahead: int = 1) -> Iterator[T]:
                 raise error
             if item is _END:
                 return
+            turns.release()  # the caller has its item (and let the one before go): make the next
             yield item
             del item
     finally:

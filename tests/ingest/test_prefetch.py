@@ -58,3 +58,23 @@ def test_the_producer_sees_the_callers_context():
     def items():
         yield var.get()
     assert list(prefetched(items())) == ["the caller's callback"]
+
+
+@pytest.mark.parametrize("ahead", [1, 2])
+def test_at_most_ahead_items_exist_beyond_the_callers(ahead):
+    """A slow caller: the producer waits for a turn instead of making one more item while
+    another sits in the queue (three Kineto windows alive where two are enough)."""
+    started, taken = [], []
+    most = []
+
+    def items():
+        for i in range(12):
+            started.append(i)
+            most.append(len(started) - len(taken))
+            yield i
+    for item in prefetched(items(), ahead=ahead):
+        taken.append(item)
+        time.sleep(0.01)  # the producer has time to run ahead, if it may
+    assert taken == list(range(12))
+    # the caller's item (taken, not yet counted as let go) plus `ahead` more at most
+    assert max(most) == ahead
