@@ -1,4 +1,7 @@
-"""Host time inside GPU idle gaps: the interval join gives what a loop over the gaps gives."""
+"""Host time inside GPU idle gaps: the interval join gives what a loop over the gaps gives; the
+DataLoader's share of the gaps; the launch calls counted against the kernels."""
+import json
+
 import numpy as np
 import pandas as pd
 
@@ -59,3 +62,23 @@ def test_input_time_counts_nested_dataloader_frames_once():
     got = _input_time_in(TraceContext(ev), bounds)
     assert got == _union_inside(inputs, bounds)
     assert 0 < got <= int((bounds[:, 1] - bounds[:, 0]).sum())
+
+
+def test_launch_calls_of_the_driver_and_hip_are_counted():
+    """Triton kernels go through the driver (cuLaunchKernel(Ex), kind driver) on CUDA and
+    through hipModuleLaunchKernel on ROCm: each kernel's launch is one launch call."""
+    from rules.features.gpu import gpu_activity
+    calls = ["cudaLaunchKernel", "cuLaunchKernelEx", "cudaLaunchKernelExC", "hipModuleLaunchKernel",
+             "hipLaunchKernel", "cuLaunchKernel"] * 4
+    rows = []
+    for i, call in enumerate(calls):
+        launch = 1_000_000 + i * 50_000
+        rows.append(("driver" if call.startswith("cu") and not call.startswith("cuda") else "runtime",
+                     call, launch, 5_000, -1))
+        rows.append(("kernel", f"k{i % 3}", launch + 10_000, 8_000, 7))
+    rows.append(("runtime", "cudaDeviceGetAttribute", 1_000_100, 100, -1))  # not a launch
+    kind, name, ts, dur, stream = map(list, zip(*rows))
+    ev = as_event_frame(pd.DataFrame({"ts": ts, "dur": dur, "kind": kind, "name": name, "stream": stream}))
+    (attrs,) = gpu_activity(TraceContext(ev))["attrs"].map(json.loads)
+    assert attrs["kernels"] == len(calls)
+    assert attrs["launches"] == len(calls) - 1  # the window opens at the first kernel, after its launch
