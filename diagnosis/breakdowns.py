@@ -26,7 +26,11 @@ UNTIMED_SOURCES = ("ncu",)
 IDLE_KINDS = ("kernel", "memcpy", "memset", "collective")
 LAUNCH_CALL_KINDS = ("runtime", "driver")
 # HTA's launch statistics pair these calls with the GPU work they enqueue (memory calls included).
-LAUNCH_CALLS = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cudaMemcpyAsync", "cudaMemsetAsync")
+# HTA lists CUDA's calls only, so a ROCm trace got no statistics: their HIP counterparts are added
+# (a CUDA trace's figures stay HTA's; the driver's cuLaunchKernel stays out, as in HTA).
+LAUNCH_CALLS = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cudaMemcpyAsync", "cudaMemsetAsync",
+                "hipLaunchKernel", "hipExtLaunchKernel", "hipModuleLaunchKernel", "hipExtModuleLaunchKernel",
+                "hipMemcpyAsync", "hipMemsetAsync")
 
 KERNEL_TYPES = ("computation", "communication", "memory", "other")
 _COMPUTE, _COMM, _MEMORY, _OTHER = range(len(KERNEL_TYPES))

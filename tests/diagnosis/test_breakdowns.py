@@ -104,6 +104,21 @@ def test_launch_stats_pair_calls_with_their_work():
     assert (s.gpu_shorter_than_launch, s.long_launches, s.delayed_launches) == (2, 1, 1)
 
 
+def test_hip_launches_get_the_statistics_of_their_cuda_counterparts():
+    """HTA counts CUDA's launch calls only; a ROCm trace's are their HIP twins. The driver's
+    cuLaunchKernel stays out, as in HTA."""
+    cuda = [launch(1, 0, 10), gpu(GEMM, 30, 5, corr=1), launch(2, 100, 5, name="cudaMemcpyAsync"),
+            gpu(COPY, 300, 2, kind="memcpy", corr=2)]
+    hip = [launch(1, 0, 10, name="hipLaunchKernel"), gpu(GEMM, 30, 5, corr=1),
+           launch(2, 100, 5, name="hipMemcpyAsync"), gpu(COPY, 300, 2, kind="memcpy", corr=2),
+           launch(3, 400, 5, name="hipModuleLaunchKernel"), gpu(GEMM, 410, 5, corr=3),
+           launch(4, 500, 5, name="cuLaunchKernel"), gpu(GEMM, 510, 5, corr=4)]
+    (c,) = launch_stats(gpu_work(frame(cuda)))
+    (h,) = launch_stats(gpu_work(frame(hip)))
+    assert (c.launches, h.launches) == (2, 3)
+    assert h.launch_delay.max_ns == c.launch_delay.max_ns == 195 * US
+
+
 def test_devices_are_kept_apart_per_file_and_device():
     two_files = pd.concat([frame([gpu(GEMM, 0, 10)], "rank0.json"), frame([gpu(GEMM, 0, 40)], "rank1.json")],
                           ignore_index=True)
