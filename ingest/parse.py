@@ -2,11 +2,9 @@
 Arrow table (the CLI)."""
 from __future__ import annotations
 
-import gzip
 import sys
 import threading
 import time
-import zlib
 from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
@@ -16,14 +14,14 @@ import pyarrow as pa
 
 from ingest import interruptions
 from ingest.events import SCHEMA, EventSink, ParseError, ParseReport
-from ingest.io import count_bytes_read
+from ingest.io import GZIP_ERRORS, count_bytes_read
 from ingest.parsers import detect
 from ingest.parsers.protocol import Parser
 
 ROW_GROUP_ROWS = 1_000_000
 # What only damaged input raises (a gzip stream cut short or corrupt, bytes that are not the
 # UTF-8 a JSON format requires), wherever in a parser it surfaces: unusable input, not a bug.
-DAMAGED_INPUT = (EOFError, zlib.error, gzip.BadGzipFile, UnicodeDecodeError)
+DAMAGED_INPUT = GZIP_ERRORS + (UnicodeDecodeError,)
 
 # progress(events so far, bytes of the input file read so far)
 Progress = Callable[[int, int], None]

@@ -12,9 +12,7 @@ and only the broken events are skipped.
 """
 from __future__ import annotations
 
-import gzip
 import re
-import zlib
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +22,7 @@ import msgspec
 import numpy as np
 
 from ingest.events import INT64_MAX, INT64_MIN, ParseError
-from ingest.io import is_gzip, open_bytes
+from ingest.io import GZIP_ERRORS, is_gzip, open_bytes
 from ingest.parsers.kineto.scan import Columns, scan_window
 
 WINDOW_BYTES = 8 << 20    # content read per step: bounds the memory of one chunk
@@ -159,7 +157,7 @@ class _Content:
     def read(self, n: int = -1) -> bytes:
         try:
             block = self.stream.read(n)
-        except (EOFError, gzip.BadGzipFile, zlib.error, OSError) as e:
+        except GZIP_ERRORS + (OSError,) as e:
             what = "truncated gzip stream" if isinstance(e, EOFError) else f"damaged gzip stream ({e})"
             raise ParseError(str(self.path), f"decompressed byte {self.done:,} (file size "
                              f"{self.path.stat().st_size:,})", f"a complete gzip stream: {what}") from None
@@ -186,7 +184,7 @@ class _Content:
     def _readinto(self, free: memoryview) -> int:
         try:
             k = self.stream.readinto(free) or 0
-        except (EOFError, gzip.BadGzipFile, zlib.error, OSError) as e:
+        except GZIP_ERRORS + (OSError,) as e:
             what = "truncated gzip stream" if isinstance(e, EOFError) else f"damaged gzip stream ({e})"
             raise ParseError(str(self.path), f"decompressed byte {self.done:,} (file size "
                              f"{self.path.stat().st_size:,})", f"a complete gzip stream: {what}") from None

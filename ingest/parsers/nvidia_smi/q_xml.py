@@ -12,13 +12,12 @@ line nvidia-smi writes is fine, since expat never fetches it.
 from __future__ import annotations
 
 import re
-import zlib
 import xml.etree.ElementTree as ET
 from xml.parsers import expat
 
 from ingest.clock import Clock
 from ingest.events import EventSink, ParseError, ParseReport, clamp_int
-from ingest.io import open_bytes
+from ingest.io import GZIP_ERRORS, open_bytes
 from ingest.parsers.nvidia_smi.common import MIB, GpuReport, device_index, emit_gpu, norm, number
 from ingest.parsers.telemetry import ThrottleTracker, parse_wallclock
 
@@ -66,7 +65,7 @@ def _read(path) -> bytes:
     try:
         with open_bytes(path) as f:
             data = f.read(MAX_BYTES + 1)
-    except (EOFError, OSError, zlib.error) as e:
+    except GZIP_ERRORS + (OSError,) as e:
         raise ParseError(str(path), "byte 0", f"a readable (gzip) XML file ({type(e).__name__}: {e})") from None
     if len(data) > MAX_BYTES:
         raise ParseError(str(path), f"byte {MAX_BYTES:,}", "an nvidia-smi -q -x report under 64 MiB")

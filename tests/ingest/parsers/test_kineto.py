@@ -222,6 +222,20 @@ def test_truncated_gzip_names_the_offset(tmp_path, corpus_dir):
     assert "truncated" in str(e.value)
 
 
+@pytest.mark.parametrize("at", [12, 1_000, 200_000, 700_000])
+def test_corrupt_gzip_data_is_bad_input_not_a_crash(tmp_path, corpus_dir, at):
+    """Bytes changed inside the deflate data, in the head that detection reads or further on:
+    whichever error the gzip reader raises (zlib's or zlib-ng's "invalid code lengths set", a
+    CRC mismatch, an early end) or the JSON that comes out of it, the file is named as unusable."""
+    raw = bytearray(corpus("h200", "healthy_decode", "kineto_trace.json.gz").read_bytes())
+    raw[at:at + 64] = bytes(b ^ 0x5A for b in raw[at:at + 64])
+    path = tmp_path / "damaged.json.gz"
+    path.write_bytes(bytes(raw))
+    with pytest.raises(ParseError) as e:
+        parse_to_frame(path, tmp_path)
+    assert "damaged.json.gz" in str(e.value) and "tracedoc bug" not in str(e.value)
+
+
 # ------------------------------------------------------------------ streaming windows
 
 @pytest.fixture
