@@ -77,7 +77,7 @@ def entry() -> None:
         sys.stdout.flush()
         sys.stderr.flush()
     except BrokenPipeError:  # the reader left (`| head`): what it wanted was written
-        code = code or 0
+        pass
     os._exit(code)
 
 

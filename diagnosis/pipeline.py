@@ -55,7 +55,6 @@ def load_events(artifacts: Iterable[ArtifactResult],
     alignment = describe_plans(plans)
     aligned = list(apply_alignment(tables, plans).values())
     tables.clear()
-    process_memory.release()  # what parsing (or reading back) freed, before the sort's copies
     # the list is the only reference: each column's old copy goes as its sorted copy is made
     merged = [pa.concat_tables(aligned, promote_options="permissive") if len(aligned) > 1 else aligned[0]]
     del aligned

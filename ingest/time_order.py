@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
+from ingest import process_memory
 from ingest.row_copy import take_texts
 from ingest.row_copy import text_buffers as _buffers
 
@@ -37,7 +38,7 @@ def sorted_by_time(holder: list[pa.Table]) -> pa.Table:
     schema, columns = table.schema, table.columns
     del table, ts
     pool = pa.default_memory_pool()
-    pool.release_unused()  # what parsing freed, before the copies below
+    process_memory.release()  # what parsing freed (heap holes, Arrow's pool), before the copies below
     for i in range(len(columns)):
         columns[i] = _in_order(columns, i, order, pool)
     return pa.Table.from_arrays(columns, schema=schema)

@@ -254,8 +254,7 @@ GAP_JOIN_BLOCK = 1 << 18  # host ops joined with the gaps per pass
 def _host_time_in(ctx, bounds: np.ndarray) -> dict[str, int]:
     """Host op/runtime time (ns) inside the gaps, by name; outermost ops only would need the
     call tree, so nested ops are counted under each name (shares, not a partition)."""
-    order = np.argsort(bounds[:, 0] - bounds[:, 1])[:MAX_GAPS_EXAMINED]
-    g = bounds[np.sort(order)]
+    g = _examined_gaps(bounds)
     index = ctx.index
     names = ctx.events["name"].cat.categories
     sums = np.zeros(len(names))
@@ -270,48 +269,45 @@ def _host_time_in(ctx, bounds: np.ndarray) -> dict[str, int]:
 
 
 def _input_time_in(ctx, bounds: np.ndarray) -> int:
-    """How long (ns) the host was inside the input pipeline during the gaps: the union of the
-    INPUT_OPS ops' time, so that the DataLoader's nested frames (its annotation, `__next__`,
-    `_next_data`, `fetch`, ...) count once. Never more than the gaps. Host rows only: a GPU
-    user annotation (a stream) spans kernels, not host work."""
+    """How long (ns) the host was inside the input pipeline during the gaps (the ones
+    _host_time_in examines): the union of the INPUT_OPS ops' pieces inside them, so that the
+    DataLoader's nested frames (its annotation, `__next__`, `_next_data`, `fetch`, ...) count
+    once. Host rows only: a GPU user annotation (a stream) spans kernels, not host work."""
     index = ctx.index
     names = ctx.events["name"].cat.categories
     matching = [n for n in names if any(t in n for t in INPUT_OPS)]
     rows = index.rows("cpu_op", "annotation")
     rows = rows[index.name_in(rows, matching) & (index.column("stream", rows) < 0)] if matching else rows[:0]
-    if not len(rows):
-        return 0
-    s, e = index.column("ts", rows), index.column("ts", rows) + np.maximum(index.column("dur", rows), 0)
-    order = np.argsort(s, kind="stable")
-    s, e = s[order], e[order]
-    # merge into disjoint intervals: a new one starts where no earlier op still runs
-    reach = np.maximum.accumulate(e)
-    new = np.append(True, s[1:] > reach[:-1])
-    starts, ends = s[new], reach[np.append(np.flatnonzero(new)[1:] - 1, len(s) - 1)]
-    gaps = bounds[np.argsort(bounds[:, 0])]
-    total = 0
-    for lo, hi in gaps.tolist():  # disjoint gaps, disjoint intervals: the overlaps add up exactly
-        a, b = np.searchsorted(ends, lo, side="right"), np.searchsorted(starts, hi, side="left")
-        if a < b:
-            total += int((np.minimum(ends[a:b], hi) - np.maximum(starts[a:b], lo)).sum())
-    return total
+    _, starts, ends = _gap_pieces(index, rows, _examined_gaps(bounds))
+    return _busy_and_gaps(starts, ends)[0]
+
+
+def _examined_gaps(bounds: np.ndarray) -> np.ndarray:
+    """The MAX_GAPS_EXAMINED longest gaps, in time order."""
+    order = np.argsort(bounds[:, 0] - bounds[:, 1])[:MAX_GAPS_EXAMINED]
+    return bounds[np.sort(order)]
 
 
 def _add_gap_overlaps(index, rows: np.ndarray, g: np.ndarray, sums: np.ndarray) -> None:
     """Add to `sums` (by name code) how long the ops at `rows` overlap the gaps `g`."""
+    at, starts, ends = _gap_pieces(index, rows, g)
+    if len(at):
+        codes = index.codes("name", rows[at])  # per name without materialising the strings
+        sums += np.bincount(codes, weights=ends - starts, minlength=len(sums))
+
+
+def _gap_pieces(index, rows: np.ndarray, g: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Where the ops at `rows` overlap the gaps `g` (disjoint, in time order): per piece, the
+    position in `rows` of its op, and its start and end."""
     s, d = index.column("ts", rows), index.column("dur", rows)
-    # the gaps are disjoint and in time order: an op overlaps any iff it ends after the start of
-    # the first gap that ends after it starts (one binary search per op instead of a sort)
+    # an op overlaps any gap iff it ends after the start of the first gap that ends after it
+    # starts (one binary search per op instead of a sort)
     first = np.searchsorted(g[:, 1], s, side="right")
     next_start = np.append(g[:, 0], np.iinfo(np.int64).max)[first]  # past the last gap: never reached
     hit = np.flatnonzero((s + d > next_start) & (d > 0))
-    if not len(hit):
-        return
     s, e, first = s[hit], s[hit] + d[hit], first[hit]
     last = np.searchsorted(g[:, 0], e, side="left")   # the op overlaps the gaps first..last-1
     spans = last - first
     op = np.repeat(np.arange(len(hit)), spans)
     gap = np.repeat(first, spans) + np.arange(int(spans.sum())) - np.repeat(np.cumsum(spans) - spans, spans)
-    overlap = np.minimum(e[op], g[gap, 1]) - np.maximum(s[op], g[gap, 0])
-    codes = index.codes("name", rows[hit[op]])  # per name without materialising the strings
-    sums += np.bincount(codes, weights=overlap, minlength=len(sums))
+    return hit[op], np.maximum(s[op], g[gap, 0]), np.minimum(e[op], g[gap, 1])
