@@ -17,6 +17,7 @@ from ingest.events import SCHEMA, EventSink, ParseError, ParseReport
 from ingest.io import GZIP_ERRORS, count_bytes_read
 from ingest.parsers import detect
 from ingest.parsers.protocol import Parser
+from ingest.spill import SpillFile, spilled
 
 ROW_GROUP_ROWS = 1_000_000
 # What only damaged input raises (a gzip stream cut short or corrupt, bytes that are not the
@@ -77,7 +78,11 @@ def parse_to_table(path: Path, artifact_id: str, name: str | None = None,
     """Like parse_artifact, but the events stay in memory as one Arrow table (the CLI
     diagnoses what it just parsed: no Parquet written and read back)."""
     batches: list[pa.RecordBatch] = []
-    report = parse_events(Path(path), artifact_id, name, batches.append, progress)
+    attrs = SCHEMA.get_field_index("attrs")
+    with SpillFile() as spill:
+        def keep(batch: pa.RecordBatch) -> None:  # each batch's args go to the spill file as it comes
+            batches.append(batch.set_column(attrs, SCHEMA.field(attrs), spilled(batch.column(attrs), spill)))
+        report = parse_events(Path(path), artifact_id, name, keep, progress)
     table = pa.Table.from_batches(batches, schema=SCHEMA)
     batches.clear()  # the sink's callbacks form a cycle that keeps this list until a gc pass
     return report, table

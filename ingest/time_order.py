@@ -15,6 +15,7 @@ import pyarrow as pa
 from ingest import process_memory
 from ingest.row_copy import take_texts
 from ingest.row_copy import text_buffers as _buffers
+from ingest.spill import MIN_SPILL_BYTES, SpillFile
 
 try:
     from ingest import _gather  # the compiled row copy (ingest/_gather.c)
@@ -39,22 +40,28 @@ def sorted_by_time(holder: list[pa.Table]) -> pa.Table:
     del table, ts
     pool = pa.default_memory_pool()
     process_memory.release()  # what parsing freed (heap holes, Arrow's pool), before the copies below
-    for i in range(len(columns)):
-        columns[i] = _in_order(columns, i, order, pool)
+    with SpillFile() as spill:
+        for i in range(len(columns)):
+            columns[i] = _in_order(columns, i, order, pool, spill)
     return pa.Table.from_arrays(columns, schema=schema)
 
 
-def _in_order(columns: list, i: int, order: np.ndarray | None, pool: pa.MemoryPool) -> pa.Array:
+def _in_order(columns: list, i: int, order: np.ndarray | None, pool: pa.MemoryPool, spill: SpillFile) -> pa.Array:
     """Column i in time order. `columns[i]` is cleared first so that its chunks are referenced
-    from here only and go as soon as they are copied."""
+    from here only and go as soon as they are copied. A text column of MIN_SPILL_BYTES or more
+    (the args, the source locations) is written to `spill` (ingest.spill)."""
     column, columns[i] = columns[i], None
     if (same := _same_in_any_order(column)) is not None:
         return same
-    if order is not None and pa.types.is_string(column.type) and column.nbytes > BIG_COLUMN_BYTES \
-            and column.null_count == 0 and _data_bytes(column.chunks) <= _INT32_MAX:
-        chunks = column.chunks
-        del column
-        return take_strings_releasing(chunks, order, pool)
+    if pa.types.is_string(column.type) and column.null_count == 0 \
+            and (size := _data_bytes(column.chunks)) <= _INT32_MAX:
+        to_file = size >= MIN_SPILL_BYTES and spill.has_room(size)
+        if to_file or (order is not None and column.nbytes > BIG_COLUMN_BYTES):
+            chunks = column.chunks
+            del column
+            if order is None:  # in order already: only moved to the spill file
+                order = np.arange(sum(map(len, chunks)))
+            return take_strings_releasing(chunks, order, pool, spill if to_file else None)
     whole = column.combine_chunks()
     del column  # the chunks go before the sorted copy is made: at most 2x one column
     # ... really: a parsed chunk is small, from the heap, whose freed pages the allocator keeps
@@ -81,28 +88,44 @@ def _same_in_any_order(column: pa.ChunkedArray) -> pa.Array | None:
 
 
 def take_strings_releasing(chunks: list[pa.Array], order: np.ndarray,
-                           pool: pa.MemoryPool | None = None) -> pa.StringArray:
+                           pool: pa.MemoryPool | None = None, spill: SpillFile | None = None) -> pa.StringArray:
     """`pa.chunked_array(chunks).take(order)` as one StringArray, dropping each chunk of
     `chunks` (the list is emptied) once no later slice of `order` reads it. The chunks must
-    hold no nulls and at most 2 GiB of text in all (int32 offsets)."""
+    hold no nulls and at most 2 GiB of text in all (int32 offsets). With `spill`, the text is
+    written there slice by slice and read back through a map (ingest.spill)."""
     starts = np.cumsum([0] + [len(c) for c in chunks])
     chunk_of = np.searchsorted(starts, order, side="right") - 1
     last_use = _last_use(chunk_of, len(chunks))
     out_offsets = np.empty(len(order) + 1, dtype=np.int32)
-    out_data = np.empty(_data_bytes(chunks), dtype=np.uint8)  # pages are touched as they fill
     out_offsets[0] = written = 0
-    sources = [_buffers(c) for c in chunks] if _gather is not None else None
+    buffers = [_buffers(c) for c in chunks]
+    if spill is None:
+        out_data = np.empty(_data_bytes(chunks), dtype=np.uint8)  # pages are touched as they fill
+    else:
+        lengths = np.concatenate([np.diff(offsets) for offsets, _ in buffers])
+        region = spill.writer()
+    sources = buffers if _gather is not None else None
+    del buffers
     for k, lo in enumerate(range(0, len(order), SLICE_ROWS)):
         rows, used = order[lo:lo + SLICE_ROWS], chunk_of[lo:lo + SLICE_ROWS]
         within = rows - starts[used]  # row within its chunk
         ends = out_offsets[lo + 1:lo + 1 + len(rows)]
-        if sources is not None:  # each row copied once, straight to its place
-            written = _gather.take_strings(out_data, ends, written, sources, used, within)
+        # written straight to its place, or to a slice of its own that goes to the spill file
+        target, at = (out_data, written) if spill is None else (np.empty(int(lengths[rows].sum()), np.uint8), 0)
+        if sources is not None:  # each row copied once
+            end = _gather.take_strings(target, ends, at, sources, used, within)
         else:
-            written = _copy_with_takes(chunks, used, within, out_data, ends, written)
+            end = _copy_with_takes(chunks, used, within, target, ends, at)
+        if spill is None:
+            written = end
+        else:
+            region.write(target)
+            ends += written
+            written += end
         _drop(chunks, sources, last_use == k, pool)
     chunks.clear()
-    return pa.StringArray.from_buffers(len(order), pa.py_buffer(out_offsets), pa.py_buffer(out_data))
+    data = pa.py_buffer(out_data) if spill is None else region.mapped()
+    return pa.StringArray.from_buffers(len(order), pa.py_buffer(out_offsets), data)
 
 
 def _copy_with_takes(chunks: list, used: np.ndarray, within: np.ndarray, out_data: np.ndarray,

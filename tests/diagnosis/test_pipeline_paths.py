@@ -12,6 +12,7 @@ from ingest.artifact_results import parse_in_memory, parse_one
 from ingest.parse import parse_events
 from ingest.progress import DIAGNOSIS_STAGES, PARSE_SHARE, overall_done
 from tests.corpus import corpus
+from tests.ingest.test_spill import mapping_of
 
 SCENARIOS = [("h200", "cudagraph_abort"), ("h200", "nccl_timeout"), ("h200", "oom_fragmentation"),
              ("h200", "fragmented_decode"), ("cpu", "tokenizer_threads.perf-trace.txt"),
@@ -33,6 +34,24 @@ def test_the_same_event_frame_either_way(tmp_path, corpus_dir):
     assert memory.equals(stored)
     assert memory["ts"].is_monotonic_increasing
     assert str(memory["attrs"].dtype) == "string[pyarrow]"  # no Python object per row
+
+
+def test_args_read_back_from_the_spill_file_give_the_same_report(tmp_path, monkeypatch, corpus_dir):
+    """The CLI's parse and sort write the args (and other text of 1 MiB or more) to an unlinked
+    file and map it back (ingest.spill); where no file can be written they stay in memory."""
+    path = corpus("h200", "healthy_decode", "kineto_trace.json.gz")
+    monkeypatch.setenv("TRACEDOC_SPILL_DIR", str(tmp_path))
+    parsed = parse_in_memory(path.name, path).table.column("attrs")
+    assert mapping_of(parsed.chunk(0).buffers()[2].address).endswith("(deleted)")
+    del parsed
+    events, _ = load_events([parse_in_memory(path.name, path)])
+    assert mapping_of(events["attrs"].array._pa_array.chunk(0).buffers()[2].address).endswith("(deleted)")
+    del events
+    spilled = run([path]).to_dict()
+    monkeypatch.setenv("TRACEDOC_SPILL_DIR", str(tmp_path / "missing"))
+    in_memory = run([path]).to_dict()
+    assert json.dumps(spilled, sort_keys=True, default=str) == json.dumps(in_memory, sort_keys=True, default=str)
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_an_unusable_file_is_contained_in_memory_too(tmp_path):

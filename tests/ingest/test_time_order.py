@@ -6,6 +6,7 @@ import pytest
 
 from ingest import time_order
 from ingest.events import SCHEMA
+from tests.ingest.test_spill import mapping_of
 
 
 def _table(chunks: int, rows: int, rng: np.random.Generator) -> pa.Table:
@@ -85,3 +86,27 @@ def test_columns_with_nulls_or_small_take_the_plain_way():
     got = time_order.sorted_by_time([table])
     assert got.column("trace_id").null_count == 100
     assert (np.diff(got.column("ts").to_numpy()) >= 0).all()
+
+
+@pytest.mark.parametrize("folder", ["writable", "missing"])
+def test_a_big_text_column_is_sorted_into_the_spill_file_or_kept_in_memory(tmp_path, monkeypatch, folder, row_copy):
+    """Where no file can be written the sort still gives the same rows, in memory."""
+    monkeypatch.setattr(time_order, "BIG_COLUMN_BYTES", 0)
+    monkeypatch.setattr(time_order, "MIN_SPILL_BYTES", 0)
+    monkeypatch.setenv("TRACEDOC_SPILL_DIR", str(tmp_path if folder == "writable" else tmp_path / "missing"))
+    table = _table(chunks=4, rows=300, rng=np.random.default_rng(4))
+    want = table.column("attrs").take(pa.array(np.argsort(table.column("ts").to_numpy(), kind="stable")))
+    got = time_order.sorted_by_time([table]).column("attrs").chunk(0)
+    assert got.equals(want.combine_chunks())
+    in_file = mapping_of(got.buffers()[2].address).endswith("(deleted)")
+    assert in_file == (folder == "writable")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_big_text_column_already_in_order_still_goes_to_the_spill_file(tmp_path, monkeypatch):
+    monkeypatch.setattr(time_order, "MIN_SPILL_BYTES", 0)
+    monkeypatch.setenv("TRACEDOC_SPILL_DIR", str(tmp_path))
+    table = time_order.sorted_by_time([_table(chunks=3, rows=200, rng=np.random.default_rng(5))])
+    again = time_order.sorted_by_time([table])
+    assert again.column("attrs").chunk(0).equals(table.column("attrs").chunk(0))
+    assert mapping_of(again.column("attrs").chunk(0).buffers()[2].address).endswith("(deleted)")
