@@ -9,6 +9,8 @@ each thread's events in order), so the old chunks go about as fast as the new co
 """
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 import pyarrow as pa
 
@@ -40,9 +42,17 @@ def sorted_by_time(holder: list[pa.Table]) -> pa.Table:
     del table, ts
     pool = pa.default_memory_pool()
     process_memory.release()  # what parsing freed (heap holes, Arrow's pool), before the copies below
-    with SpillFile() as spill:
+    # The biggest column (the args) is copied in a thread beside the others: its row copy and
+    # its writes to the spill file run without the GIL. Each thread writes a spill file of its own.
+    biggest = max(range(len(columns)), key=lambda i: columns[i].nbytes, default=None)
+    with SpillFile() as spill, SpillFile() as side_spill, ThreadPoolExecutor(1) as side:
+        if biggest is not None:
+            big = side.submit(_in_order, columns, biggest, order, pool, side_spill)
         for i in range(len(columns)):
-            columns[i] = _in_order(columns, i, order, pool, spill)
+            if i != biggest:
+                columns[i] = _in_order(columns, i, order, pool, spill)
+        if biggest is not None:
+            columns[biggest] = big.result()
     return pa.Table.from_arrays(columns, schema=schema)
 
 
@@ -73,12 +83,14 @@ def _in_order(columns: list, i: int, order: np.ndarray | None, pool: pa.MemoryPo
 
 
 def _same_in_any_order(column: pa.ChunkedArray) -> pa.Array | None:
-    """A column every row of which is null, or the one value of its dictionary (the source,
-    artifact and host of one parsed file; ids a format does not have), rebuilt without a
-    copy or a take; None for any other column."""
+    """A column every row of which is null or empty text (ids a format does not have), or the
+    one value of its dictionary (the source, artifact and host of one parsed file), rebuilt
+    without a copy or a take; None for any other column."""
     n = len(column)
     if column.null_count == n:
         return pa.nulls(n, column.type)
+    if pa.types.is_string(column.type) and column.null_count == 0 and not _data_bytes(column.chunks):
+        return pa.StringArray.from_buffers(n, pa.py_buffer(np.zeros(n + 1, np.int32)), pa.py_buffer(b""))
     if pa.types.is_dictionary(column.type) and column.null_count == 0 and column.num_chunks:
         dictionary = column.chunk(0).dictionary  # one dictionary: the table's were unified
         if len(dictionary) == 1:

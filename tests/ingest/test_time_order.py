@@ -19,6 +19,7 @@ def _table(chunks: int, rows: int, rng: np.random.Generator) -> pa.Table:
         cols["ts"] = pa.array(ts, pa.int64())
         cols["attrs"] = pa.array(attrs, pa.string())
         cols["kind"] = pa.array(["kernel"] * rows).dictionary_encode()
+        cols["span_id"] = pa.array([""] * rows, pa.string())  # a format without span ids writes ""
         batches.append(pa.record_batch([cols[f.name].cast(f.type) for f in SCHEMA], schema=SCHEMA))
     return pa.Table.from_batches(batches)
 
