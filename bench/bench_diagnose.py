@@ -14,6 +14,8 @@ each in a fresh subprocess:
   report back afterwards is not), and its CPU time. Memory: its peak RSS. The project's
   bytecode is compiled first, as `make install` does; each file is synced to disk and
   diagnosed once unmeasured (the rule pack's cache; the file's pages cached for both tools).
+  The event table's big text columns live in a spill file read through a map (ingest/spill.py):
+  its page cache, which the kernel can drop, is not in the peak RSS; the pages read are.
 * HTA: `TraceAnalysis(trace_dir=...)`, the load alone (imports excluded), as in
   bench.bench_kineto_parse: wall clock, CPU time and VmHWM.
 
