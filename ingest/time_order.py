@@ -3,9 +3,10 @@
 Parsers emit events in file order; every later step wants them sorted by time. A plain
 `take` of each column holds the old and the new copy of the biggest column (`attrs`, the raw
 event args: ~60% of a Kineto trace) at once. Here a big string column is rebuilt slice by
-slice into one preallocated buffer, and each parsed chunk is dropped as soon as no later
-slice reads from it: profiler files are written roughly in time order (a window at a time,
-each thread's events in order), so the old chunks go about as fast as the new column grows.
+slice, into the spill file (ingest.spill) or else one preallocated buffer, and each parsed
+chunk is dropped as soon as no later slice reads from it: profiler files are written roughly
+in time order (a window at a time, each thread's events in order), so the old chunks go about
+as fast as the new column grows.
 """
 from __future__ import annotations
 
