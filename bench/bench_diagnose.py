@@ -2,11 +2,12 @@
 
     python -m bench.bench_diagnose [--mb 150] [--skip-hta]
 
-Builds two Kineto JSONs of at least --mb MB with bench.bench_kineto_parse.build_trace (the
-corpus trace h200/healthy_decode tiled): as it is, and a variant whose two rarest kernels
-have 5,160-character templated names (ROCm and CUTLASS kernels look like this); the first is
-also measured gzipped (level 6), as traces are mostly kept. For each, in the same run and
-each in a fresh subprocess:
+Builds three Kineto JSONs of at least --mb MB with bench.bench_kineto_parse.build_trace (the
+corpus trace h200/healthy_decode tiled): as it is (compact JSON), a variant whose two rarest
+kernels have 5,160-character templated names (ROCm and CUTLASS kernels look like this), and
+the events laid out on indented lines as libkineto writes them (fewer events per MB, white
+space in the args); the first is also measured gzipped (level 6), as traces are mostly kept.
+For each, in the same run and each in a fresh subprocess:
 
 * tracedoc: the installed command `tracedoc diagnose --format json FILE` (detect, parse,
   align, features, rules, SLOs, clusters, report). Time: wall clock from starting the
@@ -131,12 +132,13 @@ def main(argv: list[str] | None = None) -> int:
     results = {}
     compile_bytecode()
     with tempfile.TemporaryDirectory() as tmp:
-        for label, transform in (("tiled", None), ("long names", long_kernel_names)):
+        for label, transform, layout in (("tiled", None, False), ("long names", long_kernel_names, False),
+                                         ("kineto layout", None, True)):
             trace = Path(tmp) / label.replace(" ", "_") / "rank0.pt.trace.json"  # alone in its folder:
             trace.parent.mkdir()  # HTA reads every file there
-            build_trace(trace, args.mb, transform)
+            build_trace(trace, args.mb, transform, kineto_layout=layout)
             results[label] = measure(trace, args.skip_hta)
-            if transform is None:  # the same trace as most people keep it: gzipped
+            if label == "tiled":  # the same trace as most people keep it: gzipped
                 packed = gzipped(trace, Path(tmp) / "gzip")
                 results["tiled, gzip"] = measure(packed, args.skip_hta, json_size=trace.stat().st_size)
                 packed.unlink()

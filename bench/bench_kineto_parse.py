@@ -29,10 +29,13 @@ TARGET_RSS_OVER_SIZE = 2.0
 
 
 def build_trace(out: Path, min_mb: float, transform: Callable[[list[dict]], list[dict]] | None = None,
-                rank: int = 0, world_size: int = 1) -> int:
+                rank: int = 0, world_size: int = 1, kineto_layout: bool = False) -> int:
     """Tile the source trace until the JSON is at least min_mb MB; returns its size.
     `transform` may rewrite the source's events once, before tiling (e.g. long kernel names);
-    `rank`/`world_size` name one rank's file of a multi-rank trace."""
+    `rank`/`world_size` name one rank's file of a multi-rank trace; `kineto_layout`: each event
+    laid out on indented lines as libkineto writes it (real traces: fewer events per MB, and
+    their args carry that white space), else compact JSON."""
+    dump = _kineto_layout if kineto_layout else orjson.dumps
     from ingest.io import read_all  # no pyarrow in importers: bench_service's driver, bench_diagnose's timed worker
     doc = orjson.loads(read_all(corpus(*SOURCE)))
     events = doc.pop("traceEvents")
@@ -42,7 +45,7 @@ def build_trace(out: Path, min_mb: float, transform: Callable[[list[dict]], list
     span = max(e["ts"] + e.get("dur", 0) for e in timed) - min(e["ts"] for e in timed) + 1000.0
     corr_span = 1 + max((e.get("args", {}).get("correlation", 0) for e in events), default=0)
     ext_span = 1 + max((e.get("args", {}).get("External id", 0) for e in events), default=0)
-    one_copy = len(orjson.dumps(events))
+    one_copy = sum(len(dump(e)) + 1 for e in events)
     copies = max(1, -(-int(min_mb * 1024**2) // one_copy))
     doc["distributedInfo"] = {"backend": "nccl", "rank": rank, "world_size": world_size}  # HTA needs a rank
     with open(out, "wb") as f:
@@ -53,9 +56,20 @@ def build_trace(out: Path, min_mb: float, transform: Callable[[list[dict]], list
                                                           for e in events)):
                 if k or i:
                     f.write(b",")
-                f.write(orjson.dumps(e))
+                f.write(dump(e))
         f.write(b"]}")
     return out.stat().st_size
+
+
+def _kineto_layout(e: dict) -> bytes:
+    """One event as libkineto's JSON writer lays it out: the keys on indented lines, the args
+    in a block of their own."""
+    head = ", ".join(f'"{k}": {orjson.dumps(v).decode()}' for k, v in e.items() if k != "args")
+    args = e.get("args")
+    if args is None:
+        return f"\n  {{\n    {head}\n  }}".encode()
+    inner = ", ".join(f'{orjson.dumps(k).decode()}: {orjson.dumps(v).decode()}' for k, v in args.items())
+    return f'\n  {{\n    {head},\n    "args": {{\n      {inner}\n    }}\n  }}'.encode()
 
 
 def _shift(e: dict, k: int, span: float, corr_span: int, ext_span: int) -> dict:

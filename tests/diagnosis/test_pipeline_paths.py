@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from bench.bench_kineto_parse import build_trace
 from diagnosis import scenarios
 from diagnosis.pipeline import diagnose, load_events, run
 from ingest.artifact_results import parse_in_memory, parse_one
@@ -52,6 +53,19 @@ def test_args_read_back_from_the_spill_file_give_the_same_report(tmp_path, monke
     in_memory = run([path]).to_dict()
     assert json.dumps(spilled, sort_keys=True, default=str) == json.dumps(in_memory, sort_keys=True, default=str)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_layout_libkineto_writes_gives_the_report_compact_json_gives(tmp_path, corpus_dir):
+    """Real traces are written on indented lines, white space inside their args too: the
+    diagnosis must not depend on it (bench_diagnose's "kineto layout" trace is built the same way)."""
+    reports = []
+    for layout in (False, True):
+        path = tmp_path / str(layout) / "rank0.pt.trace.json"
+        path.parent.mkdir()
+        build_trace(path, 1, kineto_layout=layout)  # one copy of the corpus trace either way
+        reports.append(json.dumps(run([path]).to_dict(), sort_keys=True, default=str))
+    assert reports[0] == reports[1]
+    assert '"events": 59433' in reports[0]
 
 
 def test_an_unusable_file_is_contained_in_memory_too(tmp_path):
