@@ -22,7 +22,7 @@ def cmd_diagnose(args) -> int:
     # the engine (pandas, pyarrow: ~1 s of imports) only for the command that diagnoses here
     from diagnosis.pipeline import run
     from ingest.events import ParseError
-    from rules.errors import RuleError  # not rules.loader: that loads the engine (see _warm_up)
+    from rules.errors import RuleError  # not rules.loader: that loads the engine (see _WarmUp)
 
     try:
         report = run(args.paths, rules_dir=args.rules, show_progress=not args.quiet)

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 # pandas and the rules engine (diagnosis.report: ~0.4 s of imports) are imported where they are
-# used: `run` loads them in a thread while the files parse (the parse needs neither).
+# used: `run` loads them in a thread while the files parse (the parse needs neither; _WarmUp).
 
 
 def load_events(artifacts: Iterable[ArtifactResult],
@@ -81,7 +81,7 @@ def _events_table(artifact: ArtifactResult) -> pa.Table:
 
 
 def _arrow_strings(arrow_type: pa.DataType):
-    import pandas as pd  # loaded by then (see _warm_up)
+    import pandas as pd  # loaded by then (see _WarmUp)
     return pd.ArrowDtype(pa.string()) if arrow_type == pa.string() else None
 
 
@@ -106,7 +106,7 @@ def diagnose(artifacts: list[ArtifactResult], rules=None, clock_offsets: dict[st
     each stage of the diagnosis as it starts (`done`: the share of the diagnosis before it);
     `on_events(events)` gets the event table once the report is built (figures the report
     does not carry, as `tracedoc diff` measures them)."""
-    from diagnosis.report import build_report  # see _warm_up
+    from diagnosis.report import build_report  # see _WarmUp
     stage = on_stage or _no_stage
     stage("events", 0.0)
     events, alignment = load_events(artifacts, clock_offsets)
@@ -119,24 +119,35 @@ def diagnose(artifacts: list[ArtifactResult], rules=None, clock_offsets: dict[st
 
 def _extents(events: pd.DataFrame) -> dict[str, tuple[int, int]]:
     """Each artifact's first and last time on the common clock (rows without a time ignored)."""
-    import pandas as pd  # loaded by then (see _warm_up)
+    import pandas as pd  # loaded by then (see _WarmUp)
     ts, dur = events["ts"].to_numpy(), events["dur"].to_numpy()
-    timed = np.flatnonzero(ts > 0)
-    if not len(timed):
+    timed = ts > 0
+    if not timed.any():
         return {}
     artifact = events["artifact"]
     if isinstance(artifact.dtype, pd.CategoricalDtype):  # per artifact code, not per row string
         codes, names = artifact.cat.codes.to_numpy(), artifact.cat.categories
     else:
         codes, names = pd.factorize(artifact.to_numpy())
-    codes = codes[timed].astype(np.int64)
-    first, last = ts[timed], ts[timed] + dur[timed]
-    known = codes >= 0
-    codes, first, last = codes[known], first[known], last[known]
-    start, stop = np.full(len(names), np.iinfo(np.int64).max), np.full(len(names), np.iinfo(np.int64).min)
-    np.minimum.at(start, codes, first)  # per artifact, without a frame of the timed rows
-    np.maximum.at(stop, codes, last)
-    return {str(names[c]): (int(start[c]), int(stop[c])) for c in np.unique(codes).tolist()}
+    present = [c for c in np.unique(codes[timed]).tolist() if c >= 0]
+    end = ts + dur
+    if len(present) <= FEW_ARTIFACTS:  # masked reductions: no row-sized copy per step (page faults)
+        spans = {}
+        for c in present:
+            rows = timed & (codes == c)
+            spans[str(names[c])] = (int(ts.min(where=rows, initial=_INT64_MAX)),
+                                    int(end.max(where=rows, initial=_INT64_MIN)))
+        return spans
+    rows = np.flatnonzero(timed & (codes >= 0))
+    at = codes[rows].astype(np.int64)
+    start, stop = np.full(len(names), _INT64_MAX), np.full(len(names), _INT64_MIN)
+    np.minimum.at(start, at, ts[rows])  # per artifact, without a frame of the timed rows
+    np.maximum.at(stop, at, end[rows])
+    return {str(names[c]): (int(start[c]), int(stop[c])) for c in present}
+
+
+FEW_ARTIFACTS = 16
+_INT64_MAX, _INT64_MIN = np.iinfo(np.int64).max, np.iinfo(np.int64).min
 
 
 def run(paths: list[str | Path], rules_dir: str | Path | None = None, rules=None,
@@ -146,31 +157,43 @@ def run(paths: list[str | Path], rules_dir: str | Path | None = None, rules=None
 
     The parsed events stay in memory (no Parquet written and read back)."""
     process_memory.settle()
-    engine = _warm_up()
+    builtin = rules is None and not rules_dir
+    engine = _WarmUp(builtin)
     if rules is None and rules_dir:
-        from rules.loader import load_rule_dirs  # see _warm_up
+        from rules.loader import load_rule_dirs  # see _WarmUp
         rules = load_rule_dirs([rules_dir])  # None: build_report takes the builtin pack
     with tempfile.TemporaryDirectory(prefix="tracedoc-") as tmp:
         with expand(paths, Path(tmp) / "unpacked") as members, _ProgressBar(members, show_progress) as bar:
             results = [parse_in_memory(m.name, Path(m.path), bar.parsing(m)) for m in members]
             engine.join()
+            if builtin:
+                rules = engine.pack  # None if it failed there: build_report loads it again and says why
             return diagnose(results, rules=rules, clock_offsets=members.clock_offsets,
                             warnings=members.warnings, on_stage=bar.stage, on_events=on_events)
 
 
-def _warm_up() -> threading.Thread:
-    """The report's imports (pandas, the rules engine) and the rule grammars' parsers, made
-    in a thread: the parse spends much of its time outside the GIL (ingest.prefetch), so most
-    of this runs beside it. A failure is raised again where the module is first used."""
-    def load() -> None:
+class _WarmUp(threading.Thread):
+    """The report's imports (pandas, the rules engine), the rule grammars' parsers and, for a
+    diagnosis with the builtin rules, that pack compiled (`pack`), made in a thread: the
+    parse spends much of its time outside the GIL (ingest.prefetch), so most of this runs
+    beside it. A failure is raised again where the main thread does the same."""
+
+    def __init__(self, builtin_pack: bool):
+        super().__init__(name="warm up the report", daemon=True)
+        self.builtin_pack = builtin_pack
+        self.pack = None
+        self.start()
+
+    def run(self) -> None:
         try:
             importlib.import_module("diagnosis.report")
             importlib.import_module("rules.grammar").build_parsers()
-        except Exception:  # noqa: BLE001 - the caller's own import reports it
+            if self.builtin_pack:
+                from rules.compiler import compile_pack
+                from rules.loader import load_rule_dirs
+                self.pack = compile_pack(load_rule_dirs(None))
+        except Exception:  # noqa: BLE001 - the main thread's own call reports it
             pass
-    thread = threading.Thread(target=load, name="warm up the report", daemon=True)
-    thread.start()
-    return thread
 
 
 class _ProgressBar:

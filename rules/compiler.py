@@ -200,7 +200,11 @@ class CompiledPack:
 
 
 def compile_pack(rules) -> CompiledPack:
-    """Every rule compiled; one that does not compile is left out and named in `errors`."""
+    """Every rule compiled; one that does not compile is left out and named in `errors`.
+    A pack compiled already (the CLI compiles the builtin one while the files parse) is
+    returned as it is."""
+    if isinstance(rules, CompiledPack):
+        return rules
     compiled, errors = [], []
     for rule in rules or []:
         try:

@@ -190,8 +190,27 @@ def schema() -> dict:
 
 @functools.lru_cache(maxsize=1)
 def _validator():
-    from jsonschema import Draft202012Validator  # 0.15 s of imports: only when a rule is checked
-    return Draft202012Validator(schema())
+    return _jsonschema().Draft202012Validator(schema())
+
+
+@functools.cache
+def _jsonschema():
+    """jsonschema, imported when a rule is first checked (0.15 s of imports).
+
+    Its format module imports rfc3987_syntax wherever that is installed (Jupyter's
+    `jsonschema[format-nongpl]` brings it along), which builds 38 Lark grammars at import:
+    ~1 s on a CLI run with a cold rule-pack cache. The rule schema uses no IRI format, so
+    where nothing loaded rfc3987_syntax yet, jsonschema is loaded without it."""
+    blocked = "rfc3987_syntax" not in sys.modules
+    if blocked:
+        sys.modules["rfc3987_syntax"] = None  # type: ignore[assignment]  # an ImportError to jsonschema
+    try:
+        import jsonschema
+        import jsonschema.exceptions
+    finally:
+        if blocked:
+            del sys.modules["rfc3987_syntax"]  # anything else may import it as usual
+    return jsonschema
 
 
 _PATTERN_HINTS = {
@@ -224,7 +243,7 @@ def _node_at(doc, path, want_key: bool = False):
 
 
 def _schema_errors(doc, filename: str) -> list[RuleError]:
-    from jsonschema.exceptions import best_match  # with _validator's jsonschema: only when a rule is checked
+    best_match = _jsonschema().exceptions.best_match
     out = []
     for err in sorted(_validator().iter_errors(doc), key=lambda e: list(map(str, e.absolute_path))):
         if err.validator in ("oneOf", "anyOf") and err.context:

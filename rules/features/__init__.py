@@ -13,6 +13,7 @@ Feature modules are the other modules of this package; they are imported on firs
 """
 from __future__ import annotations
 
+import functools
 import importlib
 import pkgutil
 from dataclasses import dataclass
@@ -82,30 +83,45 @@ def as_event_frame(df: pd.DataFrame | None) -> pd.DataFrame:
     if df is None:
         df = pd.DataFrame()
     n = len(df)
-    if not df.index.equals(pd.RangeIndex(n)):
-        df = df.reset_index(drop=True)
-    out = {}
-    for name in COLUMNS:
-        default = DEFAULTS[name]
-        if name in df.columns:
-            col = df[name]
-        else:
-            col = pd.Series([default] * n, dtype=object if isinstance(default, str) else None)
-        if name in CATEGORY_COLUMNS:
-            if not isinstance(col.dtype, pd.CategoricalDtype):
-                col = col.fillna(default).astype(str).astype("category")
-        elif name in _NUMPY_TYPES:
-            if col.dtype != _NUMPY_TYPES[name]:
-                col = pd.to_numeric(col, errors="coerce")
-                if _NUMPY_TYPES[name] is not np.float64:
-                    col = col.fillna(default)
-                col = col.astype(_NUMPY_TYPES[name])
-        # plain string columns are kept as they are: nulls never match a test (no per-row scan here)
-        out[name] = col
+    if not n:  # what most features find: the typed empty columns are made once
+        empty = _empty_event_columns()
+        out = {name: df[name] if name in df.columns and _typed(df[name], name) else empty[name] for name in COLUMNS}
+    else:
+        if not df.index.equals(pd.RangeIndex(n)):
+            df = df.reset_index(drop=True)
+        out = {name: _event_column(df, name, n) for name in COLUMNS}
     for extra in df.columns:
         if extra not in out:
             out[extra] = df[extra]
     return pd.DataFrame(out, index=pd.RangeIndex(n), copy=False)
+
+
+def _event_column(df: pd.DataFrame, name: str, n: int) -> pd.Series:
+    default = DEFAULTS[name]
+    if name in df.columns:
+        col = df[name]
+    else:
+        col = pd.Series([default] * n, dtype=object if isinstance(default, str) else None)
+    if _typed(col, name):
+        return col  # plain string columns are kept as they are: nulls never match a test (no per-row scan here)
+    if name in CATEGORY_COLUMNS:
+        return col.fillna(default).astype(str).astype("category")
+    col = pd.to_numeric(col, errors="coerce")
+    if _NUMPY_TYPES[name] is not np.float64:
+        col = col.fillna(default)
+    return col.astype(_NUMPY_TYPES[name])
+
+
+def _typed(col: pd.Series, name: str) -> bool:
+    """Whether the column already has the event table's type for `name` (kept as it is)."""
+    if name in CATEGORY_COLUMNS:
+        return isinstance(col.dtype, pd.CategoricalDtype)
+    return name not in _NUMPY_TYPES or col.dtype == _NUMPY_TYPES[name]
+
+
+@functools.cache
+def _empty_event_columns() -> dict[str, pd.Series]:
+    return {name: _event_column(pd.DataFrame(), name, 0) for name in COLUMNS}
 
 
 def category_mask(col: pd.Series, test: Callable[[pd.Series], object]) -> np.ndarray:

@@ -1,5 +1,5 @@
 """`tracedoc diagnose` starts parsing before the report's imports are done: pandas and the rule
-engine load in a thread beside the parse (diagnosis.pipeline._warm_up). Anything the main
+engine load in a thread beside the parse (diagnosis.pipeline._WarmUp). Anything the main
 thread imports on its way to the parse runs before it, on the command's critical path; these
 tests keep the heavy modules off that path."""
 from __future__ import annotations
@@ -48,3 +48,18 @@ def test_the_command_exits_with_its_status_and_the_whole_report(tmp_path):
     assert done.returncode == 1, done.stderr
     report = json.loads(done.stdout)
     assert "nccl.timeout-stream-blocked" in {f["rule_id"] for f in report["findings"]}
+
+
+def test_checking_a_rule_leaves_out_rfc3987_syntax_and_lets_others_load_it():
+    """jsonschema imports rfc3987_syntax where it is installed (Jupyter's extras bring it),
+    which builds 38 Lark grammars at import: ~1 s of a CLI run whose rule-pack cache is cold.
+    The rule schema checks no IRI, so the loader imports jsonschema without it."""
+    modules = _imported_after(
+        "import importlib.util, sys\n"
+        "from rules.loader import load_rule_files\n"
+        "from tests.corpus import ROOT\n"
+        "assert load_rule_files([ROOT / 'rules' / 'builtin'])\n"
+        "assert 'jsonschema' in sys.modules and 'rfc3987_syntax' not in sys.modules\n"
+        "if importlib.util.find_spec('rfc3987_syntax'):\n"
+        "    import rfc3987_syntax  # still importable by whoever wants it\n")
+    assert "jsonschema" in modules

@@ -81,6 +81,19 @@ def test_as_event_frame_fills_and_types_missing_columns():
     assert len(as_event_frame(None)) == 0
 
 
+@pytest.mark.parametrize("found", [
+    None, pd.DataFrame(), pd.DataFrame({"ts": [5], "name": ["x"], "extra": [1.5]}),
+    pd.DataFrame({"ts": [5.0], "dur": ["7"], "device": [1], "attrs": ["{}"], "name": pd.Categorical(["k"])}),
+], ids=["none", "no columns", "some columns", "odd types"])
+def test_a_feature_that_finds_nothing_has_the_columns_and_types_of_one_that_finds_rows(found):
+    """No rows take a shortcut (the typed empty columns made once): the same columns and types."""
+    empty = as_event_frame(None if found is None else found.iloc[:0])
+    some = as_event_frame(pd.DataFrame({"ts": [1]}) if found is None or found.empty else found)
+    assert len(empty) == 0 and list(empty.columns) == list(some.columns)
+    assert empty.dtypes.map(str).to_dict() == some.dtypes.map(str).to_dict()
+    assert empty.index.equals(pd.RangeIndex(0))
+
+
 def test_feature_cycles_are_reported():
     @feature("test_cycle", doc="Depends on itself (test only).")
     def _cycle(ctx):
