@@ -17,8 +17,9 @@ import mmap
 import os
 import tempfile
 
-import numpy as np
 import pyarrow as pa
+
+from ingest.row_copy import text_buffers
 
 SPILL_DIR_ENV = "TRACEDOC_SPILL_DIR"
 MIN_SPILL_BYTES = 1 << 20  # smaller texts stay in memory: a map per page-rounded region is not worth it
@@ -100,20 +101,19 @@ class RegionWriter:
 
 
 def spilled(array: pa.Array, spill: SpillFile) -> pa.Array:
-    """A string (or binary) array whose data bytes are read from `spill`; the offsets and the
-    validity stay in memory. Arrays under MIN_SPILL_BYTES of text are returned as they are."""
-    validity, offsets, data = array.buffers()
-    wide = pa.types.is_large_string(array.type) or pa.types.is_large_binary(array.type)
-    ends = np.frombuffer(offsets, np.int64 if wide else np.int32, count=len(array) + 1,
-                         offset=array.offset * (8 if wide else 4))
+    """A string (or binary) array, int32 offsets, whose data bytes are read from `spill`; the
+    offsets and the validity stay in memory. Arrays under MIN_SPILL_BYTES of text are returned
+    as they are."""
+    ends, data = text_buffers(array)
     lo, hi = int(ends[0]), int(ends[-1])
     if hi - lo < MIN_SPILL_BYTES or not spill.has_room(hi - lo):
         return array
     try:
-        mapped = spill.write(memoryview(data)[lo:hi])
+        mapped = spill.write(data[lo:hi])
     except OSError:  # the disk filled up meanwhile: this array stays in memory
         return array
     rebased = pa.py_buffer(ends - lo) if lo else pa.py_buffer(ends)
+    validity = array.buffers()[0]
     if validity is not None and array.offset:  # a slice's bitmap: rebuilt from its own rows
         validity = array.is_valid().buffers()[1]
     return pa.Array.from_buffers(array.type, len(array), [validity, rebased, mapped],

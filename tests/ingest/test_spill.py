@@ -2,7 +2,6 @@
 the same values, the bytes outside the process's own memory, nothing left on disk, and memory
 as before wherever no file can be written."""
 import sys
-from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -11,17 +10,9 @@ import pytest
 
 from ingest import spill as spill_mod
 from ingest.spill import SpillFile, spilled
+from tests.support.memory_maps import mapping_of
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/maps")
-
-
-def mapping_of(address: int) -> str:
-    """The /proc/self/maps line of the mapping holding `address`."""
-    for line in Path("/proc/self/maps").read_text().splitlines():
-        lo, hi = (int(x, 16) for x in line.split()[0].split("-"))
-        if lo <= address < hi:
-            return line
-    raise AssertionError(f"{address:#x} is in no mapping")
 
 
 def texts(n: int, seed: int = 0) -> pa.Array:
