@@ -19,15 +19,21 @@ _END = object()
 _POLL_S = 0.05  # how often a blocked producer looks whether the caller has gone
 
 
-def prefetched(items: Iterator[T], ahead: int = 1) -> Iterator[T]:
+def prefetched(items: Iterator[T], ahead: int = 1, burst: int | None = None) -> Iterator[T]:
     """`items`, with up to `ahead` items made before the caller asks for them.
 
     The producer starts an item only when one of its `ahead` turns is free, and a turn comes
     back when the caller takes an item: besides the caller's own item, at most `ahead` exist
     (made, queued or being made). A queue alone let the producer make one more while another
-    waited in it: three 8 MiB Kineto windows with their scanned texts alive instead of two."""
-    handoff: queue.Queue = queue.Queue(maxsize=ahead)
-    turns = threading.Semaphore(ahead)
+    waited in it: three 8 MiB Kineto windows with their scanned texts alive instead of two.
+
+    `burst` (> ahead + 1): while the caller is slow with its first item, up to `burst` items
+    exist, that one included; the producer's turns come back only once the caller has
+    drained the excess, then `ahead` again."""
+    burst = max(burst or ahead, ahead)
+    handoff: queue.Queue = queue.Queue(maxsize=burst)
+    turns = threading.Semaphore(burst)
+    excess = burst - ahead  # items the caller takes without giving a turn back
     stop = threading.Event()
 
     def turn() -> bool:
@@ -71,7 +77,10 @@ def prefetched(items: Iterator[T], ahead: int = 1) -> Iterator[T]:
                 raise error
             if item is _END:
                 return
-            turns.release()  # the caller has its item (and let the one before go): make the next
+            if excess:
+                excess -= 1
+            else:
+                turns.release()  # the caller has its item (and let the one before go): make the next
             yield item
             del item
     finally:

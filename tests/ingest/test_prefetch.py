@@ -78,3 +78,24 @@ def test_at_most_ahead_items_exist_beyond_the_callers(ahead):
     assert taken == list(range(12))
     # the caller's item (taken, not yet counted as let go) plus `ahead` more at most
     assert max(most) == ahead
+
+
+def test_a_burst_runs_ahead_while_the_caller_starts_then_ahead_items_at_most():
+    """A caller slow with its first item (the Kineto parse waiting for pandas): up to `burst`
+    items exist meanwhile, that one included; once it has drained them, `ahead` at most again."""
+    started, taken, beyond = [], [], []
+
+    def items():
+        for i in range(20):
+            started.append(i)
+            beyond.append(len(started) - len(taken))
+            yield i
+    stream = prefetched(items(), ahead=1, burst=5)
+    taken.append(next(stream))
+    time.sleep(0.2)  # the caller is slow with its first item
+    assert len(started) == 5  # the burst, the caller's item included, and not one more
+    for item in stream:
+        taken.append(item)
+        time.sleep(0.01)
+    assert taken == list(range(20))
+    assert max(beyond[8:]) == 1  # drained: `ahead` again, as measured in the test above

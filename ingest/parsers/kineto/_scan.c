@@ -31,6 +31,9 @@ static const char *ARG_KEYS[] = {"correlation", "device", "stream", "External id
 #define N_ARG 7
 #define N_KEYS (N_TOP + N_ARG)
 #define N_OUT (3 * N_KEYS + 2)  /* tags, offsets, data per key; spans; long_digits */
+/* The keys whose integers are parsed here too (pid, tid and the args keys): int64 per event
+ * and whether it is exact, so Python casts no text for them. */
+#define IS_INT_KEY(k) ((k) == 3 || (k) == 4 || (k) >= N_TOP)
 
 /* A window's output, allocated for the most it could hold (untouched pages cost nothing):
  * no bound checks while scanning. A text is never longer than the window, and an event
@@ -327,6 +330,34 @@ static int finish_output(Scanner *z) {
     return _PyBytes_Resize(&z->owners[3 * N_KEYS + 1], n);
 }
 
+/* A JSON integer's text (the grammar is checked) as int64; 0 when it is beyond int64. */
+static int parse_int64(const char *s, size_t n, int64_t *out) {
+    size_t i = 0;
+    int neg = n > 0 && s[0] == '-';
+    i += neg;
+    if (i >= n) return 0;
+    uint64_t limit = neg ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX, v = 0;
+    for (; i < n; i++) {
+        unsigned d = (unsigned char)s[i] - '0';
+        if (d > 9 || v > (limit - d) / 10) return 0;
+        v = v * 10 + d;
+    }
+    *out = neg ? -(int64_t)(v - 1) - 1 : (int64_t)v;  /* -(2^63) without overflow */
+    return 1;
+}
+
+/* One key's integers: -1 and exact where absent or null, the value and exact where an
+ * integer within int64, -1 and not exact for anything else (Python decodes those). */
+static void parse_ints(const Column *c, Py_ssize_t n, int64_t *values, unsigned char *exact) {
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int tag = c->tags[i];
+        values[i] = -1;
+        exact[i] = tag == T_ABSENT || tag == T_NULL ||
+                   (tag == T_INT && parse_int64(c->data + c->offsets[i], (size_t)(c->offsets[i + 1] - c->offsets[i]),
+                                                &values[i]));
+    }
+}
+
 /* The whole window: 0 ok, -1 not for the fast path. */
 static int scan_window(Scanner *z) {
     skip_ws(z);
@@ -354,6 +385,43 @@ static int scan_window(Scanner *z) {
     return z->pos == z->n ? 0 : -1;  /* trailing text: msgspec says where the array ended */
 }
 
+/* Per key: (int64 values, exact flags) as bytes for the integer keys, None for the others. */
+static PyObject *scan_numbers(Scanner *z) {
+    Py_ssize_t n = z->events;
+    PyObject *numbers = PyTuple_New(N_KEYS);
+    if (!numbers) return NULL;
+    int64_t *values[N_KEYS] = {0};
+    unsigned char *exact[N_KEYS] = {0};
+    for (int k = 0; k < N_KEYS; k++) {
+        if (!IS_INT_KEY(k)) {
+            Py_INCREF(Py_None);
+            PyTuple_SET_ITEM(numbers, k, Py_None);
+            continue;
+        }
+        PyObject *pair = PyTuple_New(2);
+        if (!pair) {
+            Py_DECREF(numbers);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(numbers, k, pair);
+        PyObject *v = PyBytes_FromStringAndSize(NULL, n * (Py_ssize_t)sizeof(int64_t));
+        PyTuple_SET_ITEM(pair, 0, v);  /* the tuple owns it (NULL: cleared with the tuple) */
+        PyObject *e = PyBytes_FromStringAndSize(NULL, n);
+        PyTuple_SET_ITEM(pair, 1, e);
+        if (!v || !e) {
+            Py_DECREF(numbers);
+            return NULL;
+        }
+        values[k] = (int64_t *)PyBytes_AS_STRING(v);
+        exact[k] = (unsigned char *)PyBytes_AS_STRING(e);
+    }
+    Py_BEGIN_ALLOW_THREADS
+    for (int k = 0; k < N_KEYS; k++)
+        if (values[k]) parse_ints(&z->cols[k], n, values[k], exact[k]);
+    Py_END_ALLOW_THREADS
+    return numbers;
+}
+
 static PyObject *scan(PyObject *self, PyObject *arg) {
     (void)self;
     Py_buffer view;
@@ -369,7 +437,7 @@ static PyObject *scan(PyObject *self, PyObject *arg) {
     }
     z->s = view.buf;
     z->n = (size_t)view.len;
-    PyObject *out = NULL, *columns = NULL;
+    PyObject *out = NULL, *columns = NULL, *numbers = NULL;
     if (alloc_output(z) < 0) {
         PyErr_NoMemory();
         goto done;
@@ -391,10 +459,12 @@ static PyObject *scan(PyObject *self, PyObject *arg) {
         if (!one) goto done;
         PyTuple_SET_ITEM(columns, k, one);
     }
-    out = Py_BuildValue("(nOOO)", z->events, z->owners[3 * N_KEYS], columns, z->owners[3 * N_KEYS + 1]);
+    if (!(numbers = scan_numbers(z))) goto done;
+    out = Py_BuildValue("(nOOOO)", z->events, z->owners[3 * N_KEYS], columns, z->owners[3 * N_KEYS + 1], numbers);
 done:
     PyBuffer_Release(&view);
     Py_XDECREF(columns);
+    Py_XDECREF(numbers);
     free_output(z);
     PyMem_Free(z);
     return out;
@@ -402,8 +472,9 @@ done:
 
 static PyMethodDef METHODS[] = {
     {"scan", scan, METH_O,
-     "scan(window) -> (events, spans, columns, long_digits) or None: the texts of the keys the "
-     "event table needs; None when the window must be decoded with msgspec."},
+     "scan(window) -> (events, spans, columns, long_digits, numbers) or None: the texts of the "
+     "keys the event table needs, and the integers of pid, tid and the args keys; None when the "
+     "window must be decoded with msgspec."},
     {NULL, NULL, 0, NULL},
 };
 

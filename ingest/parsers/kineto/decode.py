@@ -23,7 +23,8 @@ import numpy as np
 
 from ingest.events import INT64_MAX, INT64_MIN, ParseError
 from ingest.io import GZIP_ERRORS, is_gzip, open_bytes
-from ingest.parsers.kineto.scan import Columns, scan_window
+from ingest.parsers.kineto.scan import Columns, Scanned, scan
+from ingest.prefetch import prefetched
 
 WINDOW_BYTES = 8 << 20    # content read per step: bounds the memory of one chunk
 TAIL_BYTES = 64 << 10     # end of content read ahead for the keys after traceEvents
@@ -103,14 +104,18 @@ def _last_cuts(win: bytearray, size: int, eof: bool) -> list[int]:
 @dataclass
 class Chunk:
     """The events of one window: typed `Event`s (msgspec), or `columns` when the compiled
-    scanner took the window (kineto.scan)."""
+    scanner took the window (kineto.scan); `scanned` only between the read-ahead thread and
+    `TraceReader.chunks`, which turns it into one of the others."""
     start: int                 # index of the first event in traceEvents
     events: list[Event] | None
     index: list[int] | None    # traceEvents index per event when some were skipped
     columns: Columns | None = None
+    scanned: Scanned | None = None
 
     def __len__(self) -> int:
-        return len(self.events) if self.events is not None else len(self.columns)
+        if self.events is not None:
+            return len(self.events)
+        return len(self.columns if self.columns is not None else self.scanned)
 
     def event(self, i: int) -> Event:
         """The i-th event typed (for a scanned window: decoded from its text)."""
@@ -212,7 +217,27 @@ class TraceReader:
     def _error(self, where: str, what: str) -> ParseError:
         return ParseError(str(self.path), where, what)
 
-    def chunks(self) -> Iterator[Chunk]:
+    def chunks(self, read_ahead: int = 0, burst: int | None = None) -> Iterator[Chunk]:
+        """The windows' events in order. `read_ahead`: windows read and scanned ahead in a
+        thread while the caller builds rows from this one; `burst`: more at first
+        (ingest.prefetch)."""
+        windows = self._windows() if not read_ahead else prefetched(self._windows(), read_ahead, burst)
+        try:
+            for chunk in windows:
+                yield self._typed_chunk(chunk)
+        finally:
+            windows.close()
+
+    def _typed_chunk(self, chunk: Chunk) -> Chunk:
+        """A scanned window as columns, or as typed events where a value needs msgspec."""
+        if chunk.scanned is None:
+            return chunk
+        if (columns := chunk.scanned.columns()) is not None:
+            return Chunk(chunk.start, None, None, columns)
+        events, index, _ = self._typed(chunk.scanned.blob(), chunk.start, None)
+        return Chunk(chunk.start, events, index)
+
+    def _windows(self) -> Iterator[Chunk]:
         with open_bytes(self.path) as stream:
             content = _Content(self.path, stream)
             rest, pos = self._read_header(content)  # the bytes after traceEvents' `[`; pos: their offset
@@ -345,16 +370,23 @@ class TraceReader:
         return None
 
     def _decode(self, blob, raws: list[msgspec.Raw] | None) -> Chunk:
-        """Typed events of `[...]`; with `raws` (the same array, split) event by event."""
+        """The events of `[...]`: scanned, or typed (`_typed`); raises msgspec.DecodeError
+        when the text is not a JSON array."""
         start = self.count
+        if raws is None and (scanned := scan(blob)) is not None:
+            self.count += len(scanned)
+            return Chunk(start, None, None, scanned=scanned)
+        events, index, self.count = self._typed(blob, start, raws)
+        return Chunk(start, events, index)
+
+    def _typed(self, blob, start: int, raws: list[msgspec.Raw] | None) -> tuple[list[Event], list[int] | None, int]:
+        """Typed events of `[...]` (its first at traceEvents[start]), event by event where
+        some are not valid events (then `index`; they go to `broken`); and the index past
+        its last event. `raws`: the same array, split."""
         if raws is None:
-            if (columns := scan_window(blob)) is not None:
-                self.count += len(columns)
-                return Chunk(start, None, None, columns)
             try:
                 events = _EVENTS.decode(blob)
-                self.count += len(events)
-                return Chunk(start, events, None)
+                return events, None, start + len(events)
             except msgspec.ValidationError:
                 raws = _RAW_LIST.decode(blob)
         events, index = [], []
@@ -365,8 +397,7 @@ class TraceReader:
                 self.broken.append((i, str(e)))
                 continue
             index.append(i)
-        self.count += len(raws)
-        return Chunk(start, events, index)
+        return events, index, start + len(raws)
 
     def _read_trailer(self, buf: bytes, end: int, pos: int, content: _Content) -> None:
         """The top-level keys after the array, which ended just before buf[end]."""

@@ -45,12 +45,17 @@ class NotScannable(Exception):
 @dataclass
 class Texts:
     """One key's values in a window: a type tag and a text per event (a string's inside,
-    anything else as written; empty where absent or null)."""
+    anything else as written; empty where absent or null); for the integer keys the scanner
+    parses, the numbers too (`ints`)."""
     tags: np.ndarray       # uint8 per event
     texts: pa.BinaryArray  # null where absent or null
+    numbers: np.ndarray | None = None  # int64 per event: the integer, -1 where absent or null
+    exact: np.ndarray | None = None    # bool per event: absent, null or an integer within int64
 
     def take(self, idx: np.ndarray) -> "Texts":
-        return Texts(self.tags[idx], take_texts(self.texts, idx))
+        if self.numbers is None:
+            return Texts(self.tags[idx], take_texts(self.texts, idx))
+        return Texts(self.tags[idx], take_texts(self.texts, idx), self.numbers[idx], self.exact[idx])
 
     def values(self) -> list[Any]:
         """The Python values msgspec would give (None where absent or null), one by one:
@@ -89,32 +94,55 @@ class Columns:
         return len(self.ts)
 
 
-def scan_window(window) -> Columns | None:
-    """The window (`[` events `]`) as columns; None: decode it with msgspec."""
+def scan(window) -> "Scanned | None":
+    """The compiled scanner over the window (`[` events `]`), outside the GIL; None: the window
+    is not for it (decode it with msgspec)."""
     if _scan is None:
         return None
     found = _scan.scan(window)
-    if found is None:
-        return None
-    n, spans, columns, long_digits = found
-    keys = {}
-    for key, (tags, offsets, data) in zip(_scan.KEYS, columns):
-        tag = np.frombuffer(tags, np.uint8)
-        valid = tag > (ABSENT if key == "args" else NULL)
-        bitmap = None if valid.all() or key == "args" else pa.py_buffer(np.packbits(valid, bitorder="little"))
-        texts = pa.Array.from_buffers(pa.binary(), n, [bitmap, pa.py_buffer(offsets), pa.py_buffer(data)])
-        keys[key] = Texts(tag, texts)
-    try:
-        if (keys["ph"].tags == NULL).any():
-            raise NotScannable  # `ph: str`: null is refused
-        return Columns(
-            ph=strings(keys["ph"]).fill_null(""), cat=strings(keys["cat"]), name=strings(keys["name"]),
-            pid=_scalars(keys["pid"]), tid=_scalars(keys["tid"]),
-            ts=floats(keys["ts"]), dur=floats(keys["dur"]), args=keys["args"],
-            arg_keys={k: keys[k] for k in ARG_KEYS}, long_digits=np.frombuffer(long_digits, np.bool_),
-            spans=np.frombuffer(spans, np.int64).reshape(n, 2), window=window)
-    except NotScannable:
-        return None
+    return None if found is None else Scanned(found, window)
+
+
+@dataclass
+class Scanned:
+    """A window the scanner took, its outputs as it handed them back. `scan` runs in the
+    read-ahead thread and holds the GIL twice a window, so it keeps scanning ahead while
+    another thread imports (pandas, the rules); `columns` makes the Arrow columns, with
+    many short holds of the GIL, in the thread that builds the rows."""
+    found: tuple
+    window: Any  # `[` events `]`: its last byte may have been put back since (`blob`)
+
+    def __len__(self) -> int:
+        return self.found[0]
+
+    def blob(self) -> bytes:
+        """The window as msgspec reads it: the reader wrote its `]` over the next event's
+        separator only while the scanner ran."""
+        return bytes(self.window[:-1]) + b"]"
+
+    def columns(self) -> Columns | None:
+        """The columns; None when a value is one msgspec's typed decode would refuse or read
+        differently (decode `blob()` with msgspec)."""
+        n, spans, columns, long_digits, numbers = self.found
+        keys = {}
+        for key, (tags, offsets, data), parsed in zip(_scan.KEYS, columns, numbers):
+            tag = np.frombuffer(tags, np.uint8)
+            valid = tag > (ABSENT if key == "args" else NULL)
+            bitmap = None if valid.all() or key == "args" else pa.py_buffer(np.packbits(valid, bitorder="little"))
+            texts = pa.Array.from_buffers(pa.binary(), n, [bitmap, pa.py_buffer(offsets), pa.py_buffer(data)])
+            keys[key] = Texts(tag, texts) if parsed is None else Texts(
+                tag, texts, np.frombuffer(parsed[0], np.int64), np.frombuffer(parsed[1], np.bool_))
+        try:
+            if (keys["ph"].tags == NULL).any():
+                raise NotScannable  # `ph: str`: null is refused
+            return Columns(
+                ph=strings(keys["ph"]).fill_null(""), cat=strings(keys["cat"]), name=strings(keys["name"]),
+                pid=_scalars(keys["pid"]), tid=_scalars(keys["tid"]),
+                ts=floats(keys["ts"]), dur=floats(keys["dur"]), args=keys["args"],
+                arg_keys={k: keys[k] for k in ARG_KEYS}, long_digits=np.frombuffer(long_digits, np.bool_),
+                spans=np.frombuffer(spans, np.int64).reshape(n, 2), window=self.window)
+        except NotScannable:
+            return None
 
 
 def _scalars(t: Texts) -> Texts:
@@ -154,9 +182,16 @@ def floats(t: Texts) -> np.ndarray:
     return values
 
 
-def ints(t: Texts) -> np.ndarray | None:
+def ints(t: Texts, rows: np.ndarray | None = None) -> np.ndarray | None:
     """An integer field as int64 (-1 where absent or null) when every value is an integer
-    within int64; None when some are not (the caller takes `values()`)."""
+    within int64; None when some are not (the caller takes `values()`). `rows`: of those
+    rows only. Read-only where the scanner parsed them."""
+    if t.numbers is not None:
+        if rows is None:
+            return t.numbers if t.exact.all() else None
+        return t.numbers[rows] if t.exact[rows].all() else None
+    if rows is not None:
+        t = t.take(rows)
     if not _INTS[t.tags].all():
         return None
     try:

@@ -29,7 +29,6 @@ import pyarrow.compute as pc
 from ingest.clock import Clock
 from ingest.events import INT64_MAX, INT64_MIN, EventSink, ParseReport, dumps_attrs
 from ingest.io import is_gzip
-from ingest.prefetch import prefetched
 from ingest.row_copy import take_texts
 from ingest.parsers.kineto.decode import (
     Args, Chunk, Event, TraceReader, decode_args, has_big_int, peek_trailer,
@@ -53,6 +52,13 @@ MEMORY_EVENT = "[memory]"
 OOM_EVENT = "[OutOfMemory]"  # the caching allocator's failed request (args.Bytes)
 KINETO_MARKER_NAMES = ("Iteration Start", "Record Window End")
 MAX_META_VALUE = 16_384  # bytes of one top-level value kept in report.meta
+# Windows read and scanned ahead of the one being built (each ~2x WINDOW_BYTES with the
+# scanner's texts). At first READ_BURST windows in all: while pandas and the rules import (a
+# third of a second, holding the GIL) no row can be built, but the scanner runs outside the
+# GIL, and windows scanned then are not scanned later; the table is small then, and 6 stay
+# under the peak of a 150 MB trace's sort. Then one ahead: each window more at the end of the
+# parse, with the table whole, is ~18 MiB more at the peak.
+READ_AHEAD, READ_BURST = 1, 6
 
 
 def sniff(head: bytes, name: str) -> bool:
@@ -120,7 +126,7 @@ def parse(path: Path, sink: EventSink, report: ParseReport, order: dict | None =
     """`order` (ingest.kineto_ranges) gets what a byte range's merge needs to put the rows in
     the order of the whole file's parse: where the waiting rows start, the B/E and C events."""
     reader = TraceReader(Path(path))
-    chunks = prefetched(reader.chunks())  # the next window is read and scanned while this one is built
+    chunks = reader.chunks(READ_AHEAD, READ_BURST)
     chunk = next(chunks, None)  # reads the header
     ahead = peek_trailer(reader.path) if _trailer_may_matter(reader, chunk) else {}
     ctx = _Context(report, _read_meta(reader.header | ahead, report))
@@ -138,7 +144,7 @@ def parse(path: Path, sink: EventSink, report: ParseReport, order: dict | None =
             report.warn(f"keys after traceEvents could not be read ahead: {', '.join(off)} of the "
                         "rows may be off")
 
-    broken = reader.broken
+    broken = sorted(reader.broken)  # scanned windows msgspec decodes are typed here, after the read-ahead's
     for i, why in broken[:20]:
         report.warn(f"traceEvents[{i}]: skipped, not a valid event ({why})")
     if broken:
@@ -271,7 +277,7 @@ def _int_field(t: Texts) -> tuple[np.ndarray, int]:
     others (a pid "Spans") decoded one by one."""
     out = np.full(len(t.tags), -1, np.int64)
     is_int = t.tags == INT
-    fast = ints(Texts(t.tags[is_int], t.texts.filter(pa.array(is_int)))) if is_int.any() else None
+    fast = ints(t, np.flatnonzero(is_int)) if is_int.any() else None
     if fast is not None:
         out[is_int] = fast
     else:
@@ -547,7 +553,7 @@ def _integer_args(keys: dict[str, Texts], picked: np.ndarray) -> dict | None:
     Bytes is present."""
     out: dict = {}
     for key, texts in keys.items():
-        values = ints(texts.take(picked))
+        values = ints(texts, picked)
         if values is None:
             return None
         out[key] = values

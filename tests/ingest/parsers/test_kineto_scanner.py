@@ -12,6 +12,7 @@ import random
 from pathlib import Path
 
 import msgspec
+import numpy as np
 import pyarrow as pa
 import pytest
 
@@ -145,7 +146,7 @@ def test_the_scanner_leaves_to_msgspec_what_it_is_not_sure_of(text):
 
 
 def test_tags_and_texts_of_one_event():
-    n, spans, columns, long_digits = scan._scan.scan(
+    n, spans, columns, long_digits, _ = scan._scan.scan(
         b' [ {"ph" : "X", "name": "a\\"b", "pid": -3, "ts": 1.5e3, "cat": null,'
         b' "args": {"device": 7, "x": [{"device": 5}]}} ] ')
     keys = dict(zip(scan._scan.KEYS, columns))
@@ -212,6 +213,24 @@ def test_the_digit_run_flag_matches_a_byte_by_byte_count():
                        for _ in range(rng.randrange(0, 120)))
         args = f'{{"a": "{body}"}}'.encode()
         assert scan._scan.scan(b'[{"args": ' + args + b"}]")[3] == bytes([plain(args)])
+
+
+def test_integers_parsed_by_the_scanner_are_exact_within_int64_and_flagged_beyond():
+    """pid, tid and the args keys come with their int64 values: -1 where absent or null; an
+    integer beyond int64, a float or a string is not exact (Python decodes those)."""
+    cases = [("0", 0, True), ("-0", 0, True), ("7", 7, True), (str(2**63 - 1), 2**63 - 1, True),
+             (str(-(2**63)), -(2**63), True), (str(2**63), -1, False), (str(-(2**63) - 1), -1, False),
+             ("123456789012345678901234", -1, False), ("1.5", -1, False), ("1e3", -1, False),
+             ('"7"', -1, False), ("true", -1, False), ("null", -1, True), ("[1]", -1, False)]
+    events = ",".join(f'{{"pid": {text}, "args": {{"stream": {text}}}}}' for text, _, _ in cases)
+    n, _, _, _, numbers = scan._scan.scan(f"[{events}, {{}}]".encode())
+    parsed = dict(zip(scan._scan.KEYS, numbers))
+    assert parsed["ph"] is None and parsed["args"] is None and parsed["ts"] is None  # not integer keys
+    for key in ("pid", "stream"):
+        values, exact = (np.frombuffer(b, t) for b, t in zip(parsed[key], (np.int64, np.bool_)))
+        assert values.tolist() == [v for _, v, _ in cases] + [-1], key  # the last event: absent
+        assert exact.tolist() == [e for _, _, e in cases] + [True], key
+    assert parsed["tid"] is not None and np.frombuffer(parsed["tid"][0], np.int64).tolist() == [-1] * n
 
 
 def test_python_names_the_keys_the_scanner_reads():
