@@ -19,27 +19,32 @@ _END = object()
 _POLL_S = 0.05  # how often a blocked producer looks whether the caller has gone
 
 
-def prefetched(items: Iterator[T], ahead: int = 1, burst: int | None = None) -> Iterator[T]:
+def prefetched(items: Iterator[T], ahead: int = 1, burst: int = 0) -> Iterator[T]:
     """`items`, with up to `ahead` items made before the caller asks for them.
 
-    The producer starts an item only when one of its `ahead` turns is free, and a turn comes
-    back when the caller takes an item: besides the caller's own item, at most `ahead` exist
-    (made, queued or being made). A queue alone let the producer make one more while another
-    waited in it: three 8 MiB Kineto windows with their scanned texts alive instead of two.
+    The producer starts an item only when fewer than `ahead` are made and not yet taken, so
+    besides the caller's own item at most `ahead` exist (made, queued or being made). A queue
+    alone let the producer make one more while another waited in it: three 8 MiB Kineto
+    windows with their scanned texts alive instead of two.
 
-    `burst` (> ahead + 1): while the caller is slow with its first item, up to `burst` items
-    exist, that one included; the producer's turns come back only once the caller has
-    drained the excess, then `ahead` again."""
-    burst = max(burst or ahead, ahead)
-    handoff: queue.Queue = queue.Queue(maxsize=burst)
-    turns = threading.Semaphore(burst)
-    excess = burst - ahead  # items the caller takes without giving a turn back
+    `burst` (> ahead): while the caller still holds its first item, up to `burst` beyond it.
+    For a caller that waits on something else at first (the Kineto parse, on pandas being
+    imported by another thread): the producer works meanwhile. A caller that starts at once
+    takes its second item soon, and from then on it is `ahead` again."""
+    limit = max(burst, ahead)
+    handoff: queue.Queue = queue.Queue(maxsize=limit)
+    counts = threading.Condition()
+    made = taken = 0
     stop = threading.Event()
 
     def turn() -> bool:
-        while not stop.is_set():
-            if turns.acquire(timeout=_POLL_S):
-                return True
+        nonlocal made
+        with counts:
+            while not stop.is_set():
+                if made - taken < limit:
+                    made += 1
+                    return True
+                counts.wait(_POLL_S)
         return False
 
     def hand(entry) -> bool:
@@ -77,10 +82,11 @@ def prefetched(items: Iterator[T], ahead: int = 1, burst: int | None = None) -> 
                 raise error
             if item is _END:
                 return
-            if excess:
-                excess -= 1
-            else:
-                turns.release()  # the caller has its item (and let the one before go): make the next
+            with counts:  # the caller has its item (and let the one before go): make the next
+                taken += 1
+                if taken == 2:
+                    limit = ahead  # the caller is under way: the burst is over
+                counts.notify()
             yield item
             del item
     finally:

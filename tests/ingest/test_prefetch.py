@@ -82,7 +82,7 @@ def test_at_most_ahead_items_exist_beyond_the_callers(ahead):
 
 def test_a_burst_runs_ahead_while_the_caller_starts_then_ahead_items_at_most():
     """A caller slow with its first item (the Kineto parse waiting for pandas): up to `burst`
-    items exist meanwhile, that one included; once it has drained them, `ahead` at most again."""
+    items beyond it are made meanwhile; from its second item on, `ahead` at most again."""
     started, taken, beyond = [], [], []
 
     def items():
@@ -93,9 +93,27 @@ def test_a_burst_runs_ahead_while_the_caller_starts_then_ahead_items_at_most():
     stream = prefetched(items(), ahead=1, burst=5)
     taken.append(next(stream))
     time.sleep(0.2)  # the caller is slow with its first item
-    assert len(started) == 5  # the burst, the caller's item included, and not one more
+    assert len(started) == 1 + 5  # the caller's item and the burst, not one more
     for item in stream:
         taken.append(item)
         time.sleep(0.01)
     assert taken == list(range(20))
     assert max(beyond[8:]) == 1  # drained: `ahead` again, as measured in the test above
+
+
+def test_a_caller_that_starts_at_once_ends_the_burst_with_its_second_item():
+    """A worker's parse builds its first window at once: the producer does not keep `burst`
+    windows alive for the whole file (~18 MiB each), only until the second is taken."""
+    started, taken, beyond = [], [], []
+
+    def items():
+        for i in range(30):
+            time.sleep(0.002)  # a producer faster than the caller, as the Kineto scanner is
+            started.append(i)
+            beyond.append(len(started) - len(taken))
+            yield i
+    for item in prefetched(items(), ahead=1, burst=5):
+        taken.append(item)
+        time.sleep(0.01)
+    assert taken == list(range(30))
+    assert max(beyond[6:]) == 1

@@ -217,7 +217,7 @@ class TraceReader:
     def _error(self, where: str, what: str) -> ParseError:
         return ParseError(str(self.path), where, what)
 
-    def chunks(self, read_ahead: int = 0, burst: int | None = None) -> Iterator[Chunk]:
+    def chunks(self, read_ahead: int = 0, burst: int = 0) -> Iterator[Chunk]:
         """The windows' events in order. `read_ahead`: windows read and scanned ahead in a
         thread while the caller builds rows from this one; `burst`: more at first
         (ingest.prefetch)."""

@@ -53,12 +53,13 @@ OOM_EVENT = "[OutOfMemory]"  # the caching allocator's failed request (args.Byte
 KINETO_MARKER_NAMES = ("Iteration Start", "Record Window End")
 MAX_META_VALUE = 16_384  # bytes of one top-level value kept in report.meta
 # Windows read and scanned ahead of the one being built (each ~2x WINDOW_BYTES with the
-# scanner's texts). At first READ_BURST windows in all: while pandas and the rules import (a
-# third of a second, holding the GIL) no row can be built, but the scanner runs outside the
-# GIL, and windows scanned then are not scanned later; the table is small then, and 6 stay
-# under the peak of a 150 MB trace's sort. Then one ahead: each window more at the end of the
-# parse, with the table whole, is ~18 MiB more at the peak.
-READ_AHEAD, READ_BURST = 1, 6
+# scanner's texts): one, and READ_BURST while the first is being built. In the CLI, pandas and
+# the rules import meanwhile (a third of a second, holding the GIL): no row is built, but the
+# scanner runs outside the GIL, and windows scanned then are not scanned later. The table is
+# small then: 6 windows stay under the peak of a 150 MB trace's sort (each window more ahead at
+# the end of the parse, with the table whole, is ~18 MiB more at the peak). A parse that
+# builds its first window at once (a worker) takes its second soon: the burst ends there.
+READ_AHEAD, READ_BURST = 1, 5
 
 
 def sniff(head: bytes, name: str) -> bool:
