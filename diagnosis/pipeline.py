@@ -7,6 +7,7 @@ build the same event frame (`load_events`), so both paths give the same report.
 """
 from __future__ import annotations
 
+import gc
 import importlib
 import sys
 import tempfile
@@ -194,6 +195,10 @@ class _WarmUp(threading.Thread):
                 self.pack = compile_pack(load_rule_dirs(None))
         except Exception:  # noqa: BLE001 - the main thread's own call reports it
             pass
+        finally:
+            if not gc.isenabled():  # the CLI turned the collector off for the imports (cli.main)
+                gc.freeze()  # what they made lives to the end: later passes need not walk it
+                gc.enable()
 
 
 class _ProgressBar:

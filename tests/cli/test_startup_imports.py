@@ -63,3 +63,26 @@ def test_checking_a_rule_leaves_out_rfc3987_syntax_and_lets_others_load_it():
         "if importlib.util.find_spec('rfc3987_syntax'):\n"
         "    import rfc3987_syntax  # still importable by whoever wants it\n")
     assert "jsonschema" in modules
+
+
+def test_the_collector_is_off_while_the_engine_imports_then_frozen_past_and_on_again():
+    """cmd_diagnose turns the garbage collector off while pandas and the rule engine import
+    (its passes walked their objects again and again); the warm-up thread freezes what they
+    made and turns it on again before the report, and the command leaves it on."""
+    trace = corpus("h200", "nccl_timeout")
+    code = ("import contextlib, gc, io, threading\n"
+            "from cli.main import build_parser, cmd_diagnose\n"
+            "from diagnosis import pipeline\n"
+            "seen = []\n"
+            "build = pipeline.diagnose\n"
+            "pipeline.diagnose = lambda *a, **k: (seen.append((gc.isenabled(), gc.get_freeze_count())), build(*a, **k))[1]\n"
+            f"args = build_parser().parse_args(['diagnose', '-q', '--format', 'json', {str(trace)!r}])\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n"
+            "    status = cmd_diagnose(args)\n"
+            "print(status, seen[0][0], seen[0][1], gc.isenabled())\n")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    status, on_at_report, frozen, on_after = done.stdout.split()
+    assert status == "1"  # the trace's NCCL timeout is an error finding
+    assert on_at_report == "True" and int(frozen) > 100_000  # pandas alone makes more objects than that
+    assert on_after == "True"
