@@ -33,7 +33,9 @@ static const char *ARG_KEYS[] = {"correlation", "device", "stream", "External id
 #define N_OUT (3 * N_KEYS + 2)  /* tags, offsets, data per key; spans; long_digits */
 /* The keys whose integers are parsed here too (pid, tid and the args keys): int64 per event
  * and whether it is exact, so Python casts no text for them. */
-#define IS_INT_KEY(k) ((k) == 3 || (k) == 4 || (k) >= N_TOP)
+#define PID_KEY 3
+#define TID_KEY 4
+#define IS_INT_KEY(k) ((k) == PID_KEY || (k) == TID_KEY || (k) >= N_TOP)
 
 /* A window's output, allocated for the most it could hold (untouched pages cost nothing):
  * no bound checks while scanning. A text is never longer than the window, and an event

@@ -145,7 +145,9 @@ def parse(path: Path, sink: EventSink, report: ParseReport, order: dict | None =
             report.warn(f"keys after traceEvents could not be read ahead: {', '.join(off)} of the "
                         "rows may be off")
 
-    broken = sorted(reader.broken)  # scanned windows msgspec decodes are typed here, after the read-ahead's
+    # in order: a scanned window that needs msgspec is typed in this thread, after windows the
+    # read-ahead thread has typed already
+    broken = sorted(reader.broken)
     for i, why in broken[:20]:
         report.warn(f"traceEvents[{i}]: skipped, not a valid event ({why})")
     if broken:
