@@ -3,9 +3,10 @@
  *
  * The scanner validates the whole window as strict JSON and records, per event, the raw text
  * of the few keys the event table needs (top level: ph, cat, name, pid, tid, ts, dur, args;
- * inside an `args` object: the keys that feed columns) and a type tag for each. Python turns
- * the texts into columns with Arrow (numbers are parsed there) and decodes the rare values it
- * cannot take as they are (escaped strings, odd types) with msgspec.
+ * inside an `args` object: the keys that feed columns) and a type tag for each; the integers
+ * of pid, tid and the args keys it parses too. Python turns the texts into columns with Arrow
+ * (ts and dur are parsed there) and decodes the rare values it cannot take as they are
+ * (escaped strings, odd types, integers beyond int64) with msgspec.
  *
  * It is a fast path, never the judge: anything it is not sure msgspec would read the same
  * way (an event that is not an object, a key that is repeated or escaped, a \u escape of a

@@ -2,7 +2,9 @@
 
 msgspec builds one Python object per event and per field (~1.2 µs an event, half the whole
 diagnosis); the scanner hands back, per key the event table reads, one type tag per event
-and the value texts back to back, which Arrow turns into columns. Values it cannot take as
+and the value texts back to back, which Arrow turns into columns (the integer keys come
+parsed to int64, with an exact flag each). It runs in the read-ahead thread (`scan`); the
+columns are made where the rows are built (`Scanned.columns`). Values it cannot take as
 they are (escaped strings, odd types, numbers out of range) are decoded one by one with
 msgspec, so a column is exactly what msgspec's typed `Event` would give. A window the
 scanner does not accept, or one with a value msgspec would refuse, comes back None: the
