@@ -23,10 +23,12 @@ import numpy as np
 
 from ingest.events import INT64_MAX, INT64_MIN, ParseError
 from ingest.io import GZIP_ERRORS, is_gzip, open_bytes
-from ingest.parsers.kineto.scan import Columns, Scanned, scan
+from ingest.parsers.kineto.scan import Columns, Scanned, release, scan
 from ingest.prefetch import prefetched
+from ingest.spare_buffers import SpareBuffers, underlying
 
 WINDOW_BYTES = 8 << 20    # content read per step: bounds the memory of one chunk
+SPARE_WINDOWS = 2         # window buffers kept for reuse: one being read, one whose rows are built
 TAIL_BYTES = 64 << 10     # end of content read ahead for the keys after traceEvents
 MAX_TOP_BYTES = 64 << 20  # top-level content before or after traceEvents (held whole)
 
@@ -76,7 +78,7 @@ _SPACE = re.compile(rb"[ \t\n\r\x0b\x0c]*")    # what bytes.lstrip() strips
 _SCAN_BRACES = 256                             # `}` looked at backwards before the regex takes over
 
 
-def _last_cuts(win: bytearray, size: int, eof: bool) -> list[int]:
+def _last_cuts(win: bytearray | memoryview, size: int, eof: bool) -> list[int]:
     """The last CUT_TRIES candidate cuts, in order: content positions just after a `}` that
     `,{` follows, in the content's last CUT_SPAN bytes (anywhere when there are none there
     and more content may come). `win` is `[` + the content.
@@ -86,18 +88,19 @@ def _last_cuts(win: bytearray, size: int, eof: bool) -> list[int]:
     windows, and the rows' order, do not depend on how they were found."""
     floor = max(0, size - CUT_SPAN) + 1
     found: list[int] = []  # win positions of the `}`, last first: content position + 1 = the cut
-    end = len(win)
+    end = limit = len(win)
+    win = underlying(win)  # its bytes past `limit` are not this window's
     for _ in range(_SCAN_BRACES):
         i = win.rfind(b"}", floor, end) if len(found) < CUT_TRIES else -1
         if i < 0:
             break
-        if _BOUNDARY.match(win, i):
+        if _BOUNDARY.match(win, i, limit):
             found.append(i)
         end = i
     else:  # braces without cuts (a huge nested event): the regex over the span
-        found = [m.start() for m in _BOUNDARY.finditer(win, floor)][::-1]
+        found = [m.start() for m in _BOUNDARY.finditer(win, floor, limit)][::-1]
     if not found and not eof and floor > 1:
-        found = [m.start() for m in _BOUNDARY.finditer(win, 1)][::-1]
+        found = [m.start() for m in _BOUNDARY.finditer(win, 1, limit)][::-1]
     return found[:CUT_TRIES][::-1]
 
 
@@ -158,6 +161,8 @@ class _Content:
 
     def __init__(self, path: Path, stream: BinaryIO):
         self.path, self.stream, self.done = path, stream, 0
+        # a window's cut leaves at most CUT_SPAN bytes of it for the next (see _last_cuts)
+        self.buffers = SpareBuffers(1 + CUT_SPAN + WINDOW_BYTES, SPARE_WINDOWS)
 
     def read(self, n: int = -1) -> bytes:
         try:
@@ -169,11 +174,12 @@ class _Content:
         self.done += len(block)
         return block
 
-    def read_into(self, prefix, n: int) -> tuple[bytearray, bool]:
+    def read_into(self, prefix, n: int) -> tuple[bytearray | memoryview, bool]:
         """A new window: `prefix` then up to n more bytes of content, read in place (no block
-        object copied into a growing buffer: a fifth of the page faults); and whether it ended."""
+        object copied into a growing buffer: a fifth of the page faults), into a spare buffer
+        where one is free; and whether the content ended."""
         start = len(prefix)
-        win = bytearray(start + n)
+        win = self.buffers.take(start + n)
         win[:start] = prefix
         got = 0
         with memoryview(win) as view:
@@ -183,7 +189,10 @@ class _Content:
                 if not k:
                     break
                 got += k
-        del win[start + got:]
+        if isinstance(win, memoryview):
+            win = win[:start + got]
+        else:
+            del win[start + got:]
         return win, got == 0
 
     def _readinto(self, free: memoryview) -> int:
@@ -227,6 +236,7 @@ class TraceReader:
                 yield self._typed_chunk(chunk)
         finally:
             windows.close()
+            release()
 
     def _typed_chunk(self, chunk: Chunk) -> Chunk:
         """A scanned window as columns, or as typed events where a value needs msgspec."""
@@ -272,7 +282,8 @@ class TraceReader:
                     win, eof = content.read_into(tail, WINDOW_BYTES)
                     need_more = False
                 else:
-                    win = bytearray(tail)
+                    win = content.buffers.take(len(tail))
+                    win[:] = tail
                 del tail
 
     def _read_header(self, content: _Content) -> tuple[bytes, int]:
@@ -317,7 +328,7 @@ class TraceReader:
         where = f"byte {offset + at:,}" if at is not None else "JSON"
         return self._error(where, f"{what}; the decoder said: {e}")
 
-    def _cut(self, win: bytearray, pos: int, eof: bool, content: _Content):
+    def _cut(self, win: bytearray | memoryview, pos: int, eof: bool, content: _Content):
         """(chunk, bytes of content used) at the last valid cut; used None when the array
         ended (trailer read); None when no cut is valid yet and more content is needed.
         `win` is `[` + the content from byte `pos` on; a cut is a position in the content."""

@@ -262,6 +262,42 @@ def test_small_windows_give_the_same_rows_and_launches(name, tmp_path, corpus_di
     assert list(zip(gpu["pid"], gpu["tid"])) == [launches[c] for c in gpu["corr"]]
 
 
+@pytest.mark.parametrize("name", ["sync_stall_decode", "cudagraph_abort"])
+def test_window_buffers_taken_again_give_the_same_table(name, tmp_path, corpus_dir, small_windows, monkeypatch):
+    """A window read into a buffer an earlier window used (ingest.spare_buffers) gives the
+    rows a fresh buffer gives: none of the earlier window's bytes leak into them."""
+    from ingest.parsers.kineto import decode as kineto_decode
+    from ingest.spare_buffers import SpareBuffers
+    pools: list[SpareBuffers] = []
+
+    class Counted(SpareBuffers):
+        def __init__(self, *args):
+            super().__init__(*args)
+            pools.append(self)
+
+    monkeypatch.setattr(kineto_decode, "SpareBuffers", Counted)
+    path = corpus("h200", name, "kineto_trace.json.gz")
+    (tmp_path / "reused").mkdir()
+    (tmp_path / "fresh").mkdir()
+    reused, _ = parse_to_frame(path, tmp_path / "reused")
+    assert sum(p.reused for p in pools) >= 5
+    monkeypatch.setattr(kineto_decode, "SPARE_WINDOWS", 0)
+    fresh, _ = parse_to_frame(path, tmp_path / "fresh")
+    assert reused.astype(str).equals(fresh.astype(str))
+
+
+def test_stale_bytes_past_a_reused_window_are_no_cut():
+    """A reused buffer holds an older window's bytes past the new window's end: a `}` that
+    ends the window must not become a cut because `,{` follows it there."""
+    from ingest.parsers.kineto.decode import _last_cuts
+    content = b'[{"a": 1}, {"b": 2}'
+    buf = bytearray(content + b', {"stale": 0}]')
+    window = memoryview(buf)[:len(content)]
+    first_end = content.index(b"}")  # the only true cut: after the first event
+    assert _last_cuts(window, len(content) - 1, eof=False) == [first_end]
+    assert _last_cuts(bytearray(content), len(content) - 1, eof=False) == [first_end]
+
+
 def test_cut_lookalikes_inside_strings_are_not_boundaries(tmp_path, corpus_dir, small_windows):
     doc = load_json(corpus("h200", "cudagraph_abort", "kineto_trace.json.gz"))
     ops = [e for e in doc["traceEvents"] if e.get("cat") == "cpu_op"]
