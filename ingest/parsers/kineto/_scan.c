@@ -62,7 +62,7 @@ typedef struct {
     int64_t *spans;       /* [start, end) of each event */
     unsigned char *long_digits;  /* 1: the event's args text holds a run of LONG_RUN+ digits */
     Py_ssize_t events;
-    PyObject *owners[N_OUT];     /* the blocks those buffers are (Block): handed over as they are */
+    PyObject *owners[N_OUT];     /* the bytes objects those buffers are: handed over as they are */
 } Scanner;
 
 static size_t TOP_LEN[N_TOP], ARG_LEN[N_ARG];
@@ -294,110 +294,15 @@ static inline void flush_event(Scanner *z) {
     }
 }
 
-/* ---------------------------------------------------------------- output blocks
- * Each output is a block of memory the scan writes in place (the GIL released), handed to
- * Python as a read-only buffer. When its Python object dies the block goes back to a short
- * list kept per output (SPARE_PER_SLOT) and a later window's scan writes it again: its pages
- * are mapped already. A fresh block's pages are zeroed and mapped by the kernel as they are
- * first touched: for the outputs of an 8 MiB window, ~2,000 page faults, as long as the scan
- * itself. `release()` (at the end of a parse) frees the kept blocks, and those that die until
- * the next scan. The lists are only touched with the GIL held. */
-
-#define N_SLOTS (N_OUT + 2 * N_KEYS)  /* the outputs, then (values, exact) per integer key */
-#define NUMBER_SLOT(k) (N_OUT + 2 * (k))
-#define SPARE_PER_SLOT 3              /* a window read ahead, one scanned, one being built */
-
-typedef struct {
-    char *data;
-    size_t cap;
-} Spare;
-
-static Spare spare[N_SLOTS][SPARE_PER_SLOT];
-static int n_spare[N_SLOTS];
-static int keeping;  /* 0 from release() to the next scan */
-
-typedef struct {
-    PyObject_HEAD
-    char *data;
-    size_t cap;
-    Py_ssize_t len;  /* what the scan wrote: the buffer Python sees */
-    int slot;
-} Block;
-
-static void block_dealloc(Block *b) {
-    if (b->data) {
-        if (keeping && n_spare[b->slot] < SPARE_PER_SLOT)
-            spare[b->slot][n_spare[b->slot]++] = (Spare){b->data, b->cap};
-        else
-            free(b->data);
-    }
-    Py_TYPE(b)->tp_free((PyObject *)b);
-}
-
-static int block_getbuffer(Block *b, Py_buffer *view, int flags) {
-    return PyBuffer_FillInfo(view, (PyObject *)b, b->data, b->len, 1, flags);
-}
-
-static PyBufferProcs BLOCK_BUFFER = {(getbufferproc)block_getbuffer, NULL};
-
-static PyTypeObject BlockType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "_scan.Block",
-    .tp_basicsize = sizeof(Block),
-    .tp_dealloc = (destructor)block_dealloc,
-    .tp_as_buffer = &BLOCK_BUFFER,
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "A scan output: read-only bytes (buffer protocol), its memory reused once it dies.",
-};
-
-/* A block of at least `cap` bytes for output `slot`: a kept one if one is big enough (kept ones
- * too small for this window are freed), else a new one (allocated, not touched). */
-static Block *new_block(int slot, size_t cap) {
-    Block *b = PyObject_New(Block, &BlockType);
-    if (!b) return NULL;
-    b->data = NULL;
-    b->len = 0;
-    b->slot = slot;
-    cap = cap ? cap : 1;
-    while (n_spare[slot] > 0 && !b->data) {
-        Spare kept = spare[slot][--n_spare[slot]];
-        if (kept.cap >= cap) {
-            b->data = kept.data;
-            b->cap = kept.cap;
-        } else {
-            free(kept.data);
-        }
-    }
-    if (!b->data) {
-        b->data = malloc(cap);
-        b->cap = cap;
-        if (!b->data) {
-            Py_DECREF(b);
-            PyErr_NoMemory();
-            return NULL;
-        }
-    }
-    return b;
-}
-
-static PyObject *release(PyObject *self, PyObject *unused) {
-    (void)self;
-    (void)unused;
-    keeping = 0;
-    for (int s = 0; s < N_SLOTS; s++) {
-        while (n_spare[s] > 0) free(spare[s][--n_spare[s]].data);
-    }
-    Py_RETURN_NONE;
-}
-
 static void free_output(Scanner *z) {
     for (int k = 0; k < N_OUT; k++) Py_CLEAR(z->owners[k]);
 }
 
+/* A bytes object of `size` for output `slot`, written in place while the GIL is released and
+ * cut to what was written at the end: no copy of the output (untouched pages cost nothing). */
 static char *new_output(Scanner *z, int slot, size_t size) {
-    Block *b = new_block(slot, size);
-    z->owners[slot] = (PyObject *)b;
-    return b ? b->data : NULL;
+    z->owners[slot] = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(size ? size : 1));
+    return z->owners[slot] ? PyBytes_AS_STRING(z->owners[slot]) : NULL;
 }
 
 static int alloc_output(Scanner *z) {
@@ -416,15 +321,16 @@ static int alloc_output(Scanner *z) {
     return 0;
 }
 
-/* The outputs' lengths: what was written. */
-static void finish_output(Scanner *z) {
+/* The outputs cut to the bytes written. */
+static int finish_output(Scanner *z) {
     Py_ssize_t n = z->events;
     for (int k = 0; k < N_KEYS; k++) {
         Py_ssize_t used[3] = {n, (n + 1) * (Py_ssize_t)sizeof(int32_t), (Py_ssize_t)z->cols[k].len};
-        for (int j = 0; j < 3; j++) ((Block *)z->owners[3 * k + j])->len = used[j];
+        for (int j = 0; j < 3; j++)
+            if (_PyBytes_Resize(&z->owners[3 * k + j], used[j]) < 0) return -1;
     }
-    ((Block *)z->owners[3 * N_KEYS])->len = n * 2 * (Py_ssize_t)sizeof(int64_t);
-    ((Block *)z->owners[3 * N_KEYS + 1])->len = n;
+    if (_PyBytes_Resize(&z->owners[3 * N_KEYS], n * 2 * (Py_ssize_t)sizeof(int64_t)) < 0) return -1;
+    return _PyBytes_Resize(&z->owners[3 * N_KEYS + 1], n);
 }
 
 /* A JSON integer's text (the grammar is checked) as int64; 0 when it is beyond int64. */
@@ -501,18 +407,16 @@ static PyObject *scan_numbers(Scanner *z) {
             return NULL;
         }
         PyTuple_SET_ITEM(numbers, k, pair);
-        Block *v = new_block(NUMBER_SLOT(k), n * sizeof(int64_t));
-        PyTuple_SET_ITEM(pair, 0, (PyObject *)v);  /* the tuple owns it (NULL: cleared with the tuple) */
-        Block *e = new_block(NUMBER_SLOT(k) + 1, n);
-        PyTuple_SET_ITEM(pair, 1, (PyObject *)e);
+        PyObject *v = PyBytes_FromStringAndSize(NULL, n * (Py_ssize_t)sizeof(int64_t));
+        PyTuple_SET_ITEM(pair, 0, v);  /* the tuple owns it (NULL: cleared with the tuple) */
+        PyObject *e = PyBytes_FromStringAndSize(NULL, n);
+        PyTuple_SET_ITEM(pair, 1, e);
         if (!v || !e) {
             Py_DECREF(numbers);
             return NULL;
         }
-        v->len = n * (Py_ssize_t)sizeof(int64_t);
-        e->len = n;
-        values[k] = (int64_t *)v->data;
-        exact[k] = (unsigned char *)e->data;
+        values[k] = (int64_t *)PyBytes_AS_STRING(v);
+        exact[k] = (unsigned char *)PyBytes_AS_STRING(e);
     }
     Py_BEGIN_ALLOW_THREADS
     for (int k = 0; k < N_KEYS; k++)
@@ -536,7 +440,6 @@ static PyObject *scan(PyObject *self, PyObject *arg) {
     }
     z->s = view.buf;
     z->n = (size_t)view.len;
-    keeping = 1;
     PyObject *out = NULL, *columns = NULL, *numbers = NULL;
     if (alloc_output(z) < 0) {
         PyErr_NoMemory();
@@ -551,7 +454,7 @@ static PyObject *scan(PyObject *self, PyObject *arg) {
         Py_INCREF(out);
         goto done;
     }
-    finish_output(z);
+    if (finish_output(z) < 0) goto done;
     columns = PyTuple_New(N_KEYS);
     if (!columns) goto done;
     for (int k = 0; k < N_KEYS; k++) {
@@ -575,9 +478,6 @@ static PyMethodDef METHODS[] = {
      "scan(window) -> (events, spans, columns, long_digits, numbers) or None: the texts of the "
      "keys the event table needs, and the integers of pid, tid and the args keys; None when the "
      "window must be decoded with msgspec."},
-    {"release", release, METH_NOARGS,
-     "release(): frees the output blocks kept for reuse, and those still in use as they die (until "
-     "the next scan)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -585,7 +485,6 @@ static struct PyModuleDef MODULE = {PyModuleDef_HEAD_INIT, "_scan", NULL, -1, ME
 
 PyMODINIT_FUNC PyInit__scan(void) {
     init_tables();
-    if (PyType_Ready(&BlockType) < 0) return NULL;
     PyObject *m = PyModule_Create(&MODULE);
     if (!m) return NULL;
     PyObject *top = PyTuple_New(N_TOP + N_ARG);

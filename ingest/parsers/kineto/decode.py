@@ -23,7 +23,7 @@ import numpy as np
 
 from ingest.events import INT64_MAX, INT64_MIN, ParseError
 from ingest.io import GZIP_ERRORS, is_gzip, open_bytes
-from ingest.parsers.kineto.scan import Columns, Scanned, release, scan
+from ingest.parsers.kineto.scan import Columns, Scanned, scan
 from ingest.prefetch import prefetched
 from ingest.spare_buffers import SpareBuffers, underlying
 
@@ -236,7 +236,6 @@ class TraceReader:
                 yield self._typed_chunk(chunk)
         finally:
             windows.close()
-            release()
 
     def _typed_chunk(self, chunk: Chunk) -> Chunk:
         """A scanned window as columns, or as typed events where a value needs msgspec."""

@@ -4,8 +4,7 @@ msgspec builds one Python object per event and per field (~1.2 µs an event, hal
 diagnosis); the scanner hands back, per key the event table reads, one type tag per event
 and the value texts back to back, which Arrow turns into columns (the integer keys come
 parsed to int64, with an exact flag each). It runs in the read-ahead thread (`scan`); the
-columns are made where the rows are built (`Scanned.columns`); the outputs' memory is reused
-from window to window (`release` frees it). Values it cannot take as
+columns are made where the rows are built (`Scanned.columns`). Values it cannot take as
 they are (escaped strings, odd types, numbers out of range) are decoded one by one with
 msgspec, so a column is exactly what msgspec's typed `Event` would give. A window the
 scanner does not accept, or one with a value msgspec would refuse, comes back None: the
@@ -104,13 +103,6 @@ def scan(window) -> "Scanned | None":
         return None
     found = _scan.scan(window)
     return None if found is None else Scanned(found, window)
-
-
-def release() -> None:
-    """The scanner's output blocks kept for the next windows, freed (a parse ended): each
-    window's outputs are written into the blocks of a window done with, not new ones."""
-    if _scan is not None:
-        _scan.release()
 
 
 @dataclass
