@@ -16,6 +16,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from rules.features import in_values
+
 # Kinds that occupy a GPU stream: HTA takes every event with a stream (stream != -1).
 # Collective kernels are "collective" in tracedoc; GPU user annotations (kind "annotation")
 # also carry a stream but are ranges over kernels, not work, and HTA has no stream for them.
@@ -235,9 +237,9 @@ class GpuWork:
 
 
 def gpu_work(frame: pd.DataFrame) -> GpuWork:
-    on_stream = (frame["stream"].to_numpy() >= 0) & frame["kind"].isin(GPU_WORK_KINDS).to_numpy()
+    on_stream = (frame["stream"].to_numpy() >= 0) & in_values(frame["kind"], GPU_WORK_KINDS)
     if "source" in frame.columns:
-        on_stream &= ~frame["source"].isin(UNTIMED_SOURCES).to_numpy()
+        on_stream &= ~in_values(frame["source"], UNTIMED_SOURCES)
     rows = np.flatnonzero(on_stream)
     artifact = _categorical(frame["artifact"], rows)
     by_device = pd.DataFrame({"artifact": artifact.codes, "device": frame["device"].to_numpy(np.int64)[rows]}).groupby(
@@ -273,7 +275,7 @@ def _launches(frame: pd.DataFrame, artifact: pd.Categorical, corr: np.ndarray
     the same file; the first call where a file repeats an id (as HTA keeps one)."""
     n = len(corr)
     ts, dur, which = np.full(n, NO_LAUNCH, np.int64), np.zeros(n, np.int64), np.full(n, -1, np.int64)
-    calls = np.flatnonzero(frame["kind"].isin(LAUNCH_CALL_KINDS).to_numpy() & (frame["corr"].to_numpy() >= 0))
+    calls = np.flatnonzero(in_values(frame["kind"], LAUNCH_CALL_KINDS) & (frame["corr"].to_numpy() >= 0))
     call_names, call_artifact = _categorical(frame["name"], calls), _categorical(frame["artifact"], calls)
     call_corr, call_ts, call_dur = (frame[c].to_numpy(np.int64)[calls] for c in ("corr", "ts", "dur"))
     for code, name in enumerate(artifact.categories):  # one join per file, not per row
@@ -304,7 +306,7 @@ def _kernel_types(names: pd.Categorical, kind: pd.Categorical) -> np.ndarray:
     patterns miss (nsys names), and cuda_sync waits ("Stream Wait Event"), which HTA's
     patterns call computation but are a stream waiting, not computing."""
     types = hta_kernel_types(names)
-    types[kind.isin(("memcpy", "memset")) & (types != _COMM)] = _MEMORY
+    types[in_values(kind, ("memcpy", "memset")) & (types != _COMM)] = _MEMORY
     types[kind == "collective"] = _COMM
     types[kind == "sync"] = _OTHER
     return types
@@ -359,7 +361,7 @@ def comm_compute_overlap(work: GpuWork) -> tuple[CommComputeOverlap, ...]:
 
 
 def idle_time_breakdown(work: GpuWork) -> tuple[IdleTimeBreakdown, ...]:
-    rows = np.asarray(work.kind.isin(IDLE_KINDS))
+    rows = in_values(work.kind, IDLE_KINDS)
     if not rows.any():
         return ()
     dev, stream, ts, end = work.device[rows], work.stream[rows], work.ts[rows], work.end[rows]
@@ -422,7 +424,7 @@ def _kernel_stats(row: Any) -> KernelStats:
 
 
 def launch_stats(work: GpuWork) -> tuple[LaunchStats, ...]:
-    paired = np.asarray(work.launch_call.isin(LAUNCH_CALLS))
+    paired = in_values(work.launch_call, LAUNCH_CALLS)
     if not paired.any():
         return ()
     dev, cpu_ts, cpu_dur = work.device[paired], work.launch_ts[paired], work.launch_dur[paired]

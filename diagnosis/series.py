@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ingest import interruptions
+from rules.features import in_values
 
 MAX_SERIES_POINTS = 5000
 TELEMETRY = {"gpu.util": ("gpu_util_pct", 1.0), "mem.used": ("mem_used_gib", 1 / 2**30), "power": ("power_w", 1.0)}
@@ -32,7 +33,7 @@ def plot_series(ctx) -> dict:
 def gpu_telemetry(events: pd.DataFrame) -> dict:
     """{device: {metric: [[ts, value], ...]}} from one source (NVML first, then nvidia-smi,
     DCGM), each metric evenly thinned to at most MAX_SERIES_POINTS points."""
-    samples = events[(events["kind"] == "sample") & events["name"].isin(list(TELEMETRY))]
+    samples = events[(events["kind"] == "sample") & in_values(events["name"], list(TELEMETRY))]
     for source in ("nvml", "nvidia_smi", "dcgm"):
         part = samples[samples["source"] == source]
         if not part.empty:

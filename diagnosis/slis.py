@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from rules.features import category_mask, parse_attrs
+from rules.features import category_mask, in_values, parse_attrs
 
 CAPTURE_ERRORS = ("cudaErrorStreamCaptureUnsupported", "cudaErrorStreamCaptureInvalidated",
                   "cudaErrorStreamCaptureMerge", "cudaErrorStreamCaptureUnmatched",
@@ -76,7 +76,7 @@ def collective_duration(ctx):
 def graph_replay_success(ctx):
     ev = ctx.events
     launches = ev[(ev["kind"] == "runtime") & (ev["name"] == "cudaGraphLaunch")]
-    failures = ev[(ev["kind"] == "error") & ev["name"].isin(CAPTURE_ERRORS)]
+    failures = ev[(ev["kind"] == "error") & in_values(ev["name"], CAPTURE_ERRORS)]
     aborted = ctx.feature("capture_aborts")
     if launches.empty and failures.empty and aborted.empty:
         return None
@@ -92,7 +92,7 @@ def oom_count(ctx):
 
 def error_count(ctx):
     ev = ctx.events
-    err = ev[(ev["kind"] == "error") & ev["severity"].isin(["error", "critical"])]
+    err = ev[(ev["kind"] == "error") & in_values(ev["severity"], ["error", "critical"])]
     return _obs(err["ts"], 1.0) if not err.empty else None
 
 

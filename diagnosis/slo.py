@@ -55,8 +55,11 @@ class SLO:
         return int(float(m.group(1)) * _DURATION_NS[m.group(2)])
 
 
+_SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's when built with it: 7x faster
+
+
 def load_slos(text: str | None = None, source: str = "builtin") -> list[SLO]:
-    docs = yaml.safe_load(text if text is not None else BUILTIN.read_text()) or []
+    docs = yaml.load(text if text is not None else BUILTIN.read_text(), Loader=_SafeLoader) or []
     out = []
     for i, d in enumerate(docs):
         try:

@@ -161,6 +161,18 @@ def distinct_text(col: pd.Series) -> list[str]:
     return [str(v) for v in pd.unique(col.dropna().to_numpy())]
 
 
+def in_values(column: pd.Series | pd.Categorical, values) -> np.ndarray:
+    """`column.isin(values)` as a numpy mask. A categorical column is looked up once per
+    category, then by code: pandas' isin hashes every row's code (~2 ms on 400k rows, a
+    dozen features each do one)."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        codes = column.cat.codes if isinstance(column, pd.Series) else column.codes
+        categories = column.cat.categories if isinstance(column, pd.Series) else column.categories
+        lut = np.append(categories.isin(list(values)), False)  # the last: code -1, no value
+        return lut[np.asarray(codes)]
+    return np.asarray(column.isin(list(values)))
+
+
 def parse_attrs(text: str) -> dict:
     """One row's `attrs` JSON as a dict ({} when it is not a JSON object)."""
     try:
@@ -275,4 +287,4 @@ class TraceContext:
 
 
 __all__ = ["feature", "list_features", "get_feature", "as_event_frame", "parse_attrs", "TraceContext",
-           "EventIndex", "FeatureError", "category_mask", "text_values", "distinct_text"]
+           "EventIndex", "FeatureError", "category_mask", "in_values", "text_values", "distinct_text"]

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from rules.features import feature, parse_attrs, text_values
+from rules.features import feature, in_values, parse_attrs, text_values
 
 STATE_ORDER = {"scheduled": 0, "started": 1, "completed": 2}
 SIZE_FREE_OPS = ("all_to_all", "alltoall", "gather", "scatter")  # sizes may differ by design (uneven splits, root)
@@ -347,7 +347,7 @@ def _member_name(member: tuple) -> str:
 
 def _coll_calls(rows: pd.DataFrame, ev: pd.DataFrame) -> dict[tuple, list[_Call]]:
     """Calls grouped by communicator key; unprefixed lines join the member with their comm pointer."""
-    inits = ev[(ev["source"] == "log") & ev["name"].isin(["NCCLCommInit"])]
+    inits = ev[(ev["source"] == "log") & in_values(ev["name"], ["NCCLCommInit"])]
     comm_ids = {}
     for host, pid, attrs in zip(text_values(inits["host"]), inits["pid"], inits["attrs"]):
         a = parse_attrs(attrs)
@@ -423,7 +423,7 @@ def _culprits(described: dict[tuple, str]) -> list[tuple]:
          "Send/Recv are left out; communicators of one size that the log cannot tell apart are not judged.")
 def nccl_coll_mismatch(ctx) -> pd.DataFrame:
     ev = ctx.events
-    rows = ev[(ev["source"] == "log") & ev["name"].isin(["NCCLColl"])]
+    rows = ev[(ev["source"] == "log") & in_values(ev["name"], ["NCCLColl"])]
     out = []
     for key, calls in (_coll_calls(rows, ev).items() if not rows.empty else ()):
         if _ambiguous(key, calls):

@@ -14,7 +14,7 @@ import json
 import numpy as np
 import pandas as pd
 
-from rules.features import category_mask, feature
+from rules.features import category_mask, feature, in_values
 
 COLD_FACTOR = 3.0        # a leading step this many times the steady median is cold
 MAX_COLD_STEPS = 5
@@ -30,7 +30,7 @@ def _steps_from_events(ev: pd.DataFrame) -> pd.DataFrame:
         steps = tok[["ts", "dur", "host", "pid", "artifact", "loc", "attrs"]].copy()
         steps["origin"] = "token_latency"
         return steps
-    spans = ev[(ev["source"] == "otlp") & (ev["kind"] == "span") & ev["name"].isin(OTLP_STEP_SPANS)]
+    spans = ev[(ev["source"] == "otlp") & (ev["kind"] == "span") & in_values(ev["name"], OTLP_STEP_SPANS)]
     if len(spans):
         # the same spans exported as JSON and as protobuf are one step each
         spans = spans.drop_duplicates("span_id") if spans["span_id"].astype(bool).all() else spans
@@ -159,7 +159,7 @@ def alloc_churn(ctx) -> pd.DataFrame:
         return ev.iloc[0:0]
     lo = int(steady["ts"].iloc[0])
     hi = int(steady["ts"].iloc[-1] + steady["dur"].iloc[-1])
-    calls = ev[(ev["kind"] == "runtime") & ev["name"].isin(ALLOC_CALLS) & (ev["ts"] >= lo) & (ev["ts"] <= hi)]
+    calls = ev[(ev["kind"] == "runtime") & in_values(ev["name"], ALLOC_CALLS) & (ev["ts"] >= lo) & (ev["ts"] <= hi)]
     if calls.empty:
         return calls.iloc[0:0]
     frees = int(category_mask(calls["name"], lambda names: names.str.contains("Free")).sum())

@@ -14,7 +14,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from rules.features import feature, text_values
+from rules.features import feature, in_values, text_values
 
 FAMILIES = (
     # sre's \w, \d and [..] classes call the Unicode character-class predicates; perf's
@@ -81,9 +81,9 @@ def _syscall_share(ev: pd.DataFrame) -> tuple[float, float] | None:
         total = summary["value"].sum()
         futex = summary.loc[summary["name"] == "futex", "value"].sum()
         return float(futex), float(total)
-    calls = perf[perf["kind"].isin(["span", "sync"]) & (perf["dur"] > 0)]
+    calls = perf[in_values(perf["kind"], ["span", "sync"]) & (perf["dur"] > 0)]
     if len(calls):
-        futex = calls.loc[calls["name"].isin(FUTEX_NAMES), "dur"].sum() / 1e6
+        futex = calls.loc[in_values(calls["name"], FUTEX_NAMES), "dur"].sum() / 1e6
         return float(futex), float(calls["dur"].sum() / 1e6)
     return None
 
@@ -93,7 +93,7 @@ def _syscall_share(ev: pd.DataFrame) -> tuple[float, float] | None:
          "perf trace -s summary), gil_like (typical wait within 10% of CPython's 5 ms switch interval), verdict.")
 def lock_waits(ctx) -> pd.DataFrame:
     ev = ctx.events
-    waits = ev[(ev["kind"] == "sync") & ev["name"].isin(FUTEX_NAMES) & (ev["dur"] > 0)]
+    waits = ev[(ev["kind"] == "sync") & in_values(ev["name"], FUTEX_NAMES) & (ev["dur"] > 0)]
     # perf trace also lists FUTEX_WAKE calls: only waits block a thread
     waits = waits[~waits["attrs"].str.contains('"wait":false', regex=False)]
     share = _syscall_share(ev)

@@ -26,7 +26,7 @@ from collections import defaultdict
 
 import pandas as pd
 
-from rules.features import feature, parse_attrs as _attrs, text_values
+from rules.features import feature, in_values, parse_attrs as _attrs, text_values
 from rules.features.collectives import (Divergence, first_divergences, fr_entries, timing_enabled,
                                         to_int as _int)
 
@@ -152,7 +152,7 @@ def rank_counters(ev: pd.DataFrame) -> dict[int, list[dict]]:
     """rank -> [{last_enqueued, last_completed, pg_id, pg_name, where}] from the lines that print a
     rank's progress (watchdog failure lines, received dump signals), for ranks other than the one
     that timed out: a rank whose last enqueued collective is below the timed-out one never issued it."""
-    rows = ev[(ev["source"] == "log") & ev["name"].isin(["NCCLWatchdogFailure", "NCCLDumpSignal"])]
+    rows = ev[(ev["source"] == "log") & in_values(ev["name"], ["NCCLWatchdogFailure", "NCCLDumpSignal"])]
     out: dict[int, list[dict]] = defaultdict(list)
     for attrs, artifact, loc in zip(rows["attrs"], text_values(rows["artifact"]), rows["loc"]):
         a = _attrs(attrs)
@@ -220,7 +220,7 @@ def teardown_rows(ev: pd.DataFrame) -> pd.DataFrame:
     """One row per (artifact, rank) that tore its process group down, for a trace whose excerpt
     holds no watchdog timeout record: the first teardown line stands for the timeout (a bare
     checkTimeout stack only where no teardown line is seen)."""
-    rows = ev[(ev["source"] == "log") & ev["name"].isin(TEARDOWN_NAMES)]
+    rows = ev[(ev["source"] == "log") & in_values(ev["name"], TEARDOWN_NAMES)]
     if rows.empty:
         return rows
     names = text_values(rows["name"])
@@ -325,7 +325,7 @@ def _describe(t: dict) -> str:
 
 
 def _mismatch_report(ev: pd.DataFrame) -> tuple[str, list[int]] | None:
-    rows = ev[(ev["kind"] == "error") & ev["name"].isin(MISMATCH_REPORTS)]
+    rows = ev[(ev["kind"] == "error") & in_values(ev["name"], MISMATCH_REPORTS)]
     if rows.empty:
         return None
     a = _attrs(rows["attrs"].iloc[0])
@@ -347,7 +347,7 @@ def _coll_mismatch_report(ctx) -> tuple[str, list[int]] | None:
 def failures(ev: pd.DataFrame) -> list[dict]:
     """Process-ending failures in the logs: OOM, CUDA errors, Xid, exceptions, kills (not NCCL's
     own reactions to a hang, which come after it)."""
-    ends = ev["name"].isin(["ProcessExit", "NCCLProcessGroupDestroyed"])
+    ends = in_values(ev["name"], ["ProcessExit", "NCCLProcessGroupDestroyed"])
     rows = ev[((ev["kind"] == "oom") | (ev["kind"] == "error") | ends) & (ev["source"] == "log")]
     out = []
     for ts, kind, name, attrs, artifact, loc in zip(rows["ts"], rows["kind"], text_values(rows["name"]),
@@ -445,7 +445,7 @@ def _failure_verdict(t: dict, f: dict) -> tuple[str, str, str, list[int]]:
          "teardown for a rank's process-group teardown lines read where the trace holds no timeout record.")
 def nccl_timeouts(ctx) -> pd.DataFrame:
     ev = ctx.events
-    timeouts = ev[(ev["kind"] == "error") & ev["name"].isin(TIMEOUT_NAMES)]
+    timeouts = ev[(ev["kind"] == "error") & in_values(ev["name"], TIMEOUT_NAMES)]
     if timeouts.empty:
         timeouts = teardown_rows(ev)
     if timeouts.empty:
@@ -490,7 +490,7 @@ RAS_NAMES = ("NCCLRasCommunicator", "NCCLRasMissingRanks", "NCCLRasDeadProcesses
          "the same counts, attrs.comm (the communicator hash), attrs.reason.")
 def nccl_ras(ctx) -> pd.DataFrame:
     ev = ctx.events
-    rows = ev[(ev["source"] == "log") & ev["name"].isin(RAS_NAMES)]
+    rows = ev[(ev["source"] == "log") & in_values(ev["name"], RAS_NAMES)]
     problems: list[dict] = []
     comm = ""
     for _, row in rows.iterrows():

@@ -18,7 +18,7 @@ import re
 
 import pandas as pd
 
-from rules.features import feature, parse_attrs as _attrs, text_values
+from rules.features import feature, in_values, parse_attrs as _attrs, text_values
 from rules.features.cuda_graph import capture_regions
 from rules.quantities import human_bytes
 
@@ -313,7 +313,7 @@ class _LogContext:
         self._marks: dict[str, list] | None = None
         lines = (_line_no(r.get("loc", "")) for r in rows_checked)
         wanted = {f"line {n - k}" for n in lines if n is not None for k in (1, 2)}
-        rows = ev[ev["loc"].isin(wanted)]
+        rows = ev[in_values(ev["loc"], wanted)]
         self._by_line: dict[tuple[str, str], list] = {}
         for pos, (art, loc, raw) in enumerate(zip(text_values(rows["artifact"]), rows["loc"], rows["attrs"])):
             self._by_line.setdefault((art, loc), []).append((pos, raw))
@@ -333,7 +333,7 @@ class _LogContext:
     def capture_marks(self, artifact: str) -> list[tuple[str, int | None, int]]:
         """(name, line, pid) of the artifact's capture start/end lines, in table order."""
         if self._marks is None:
-            marks = self.ev[self.ev["name"].isin(["CudagraphCaptureStart", "CudagraphCaptureEnd"])]
+            marks = self.ev[in_values(self.ev["name"], ["CudagraphCaptureStart", "CudagraphCaptureEnd"])]
             self._marks = {}
             for art, name, loc, pid in zip(text_values(marks["artifact"]), text_values(marks["name"]),
                                            marks["loc"], marks["pid"]):

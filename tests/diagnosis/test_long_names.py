@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from diagnosis import slis
-from rules.features import TraceContext, category_mask, distinct_text, text_values
+from rules.features import TraceContext, category_mask, distinct_text, in_values, text_values
 
 ROWS = 200_000
 LONG = "void ck::kernel<" + "ck::tensor_operation::element_wise::PassThrough, " * 110 + ">"
@@ -50,6 +50,19 @@ def test_category_mask_never_matches_a_missing_value_and_takes_plain_columns():
     assert category_mask(col, lambda s: s.str.startswith("a")).tolist() == [True, False, True]
     plain = pd.Series(["x1", "y", "x2"], dtype=object)
     assert category_mask(plain, lambda s: s.str.startswith("x")).tolist() == [True, False, True]
+
+
+@pytest.mark.parametrize("column", [
+    pd.Series(pd.Categorical(["b", "a", None, "c", "b"], categories=["c", "b", "a", "unused"])),
+    pd.Categorical(["b", "a", None, "c", "b"]),
+    pd.Series(["b", "a", None, "c", "b"], dtype=object),
+    pd.Series(["b", "a", None, "c", "b"], dtype="string[pyarrow]"),
+])
+def test_in_values_is_pandas_isin_as_a_numpy_mask(column):
+    for wanted in (["b"], ("a", "c"), [], ["unused", "zz"]):
+        got = in_values(column, wanted)
+        assert isinstance(got, np.ndarray) and got.dtype == bool
+        assert got.tolist() == pd.Series(column).isin(list(wanted)).tolist(), wanted
 
 
 def test_text_values_and_distinct_text():
