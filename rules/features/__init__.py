@@ -83,6 +83,8 @@ def as_event_frame(df: pd.DataFrame | None) -> pd.DataFrame:
     if df is None:
         df = pd.DataFrame()
     n = len(df)
+    if _is_event_frame(df):  # what features build: no new columns, only a new frame over them
+        return df.copy(deep=False)
     if not n:  # what most features find: the typed empty columns are made once
         empty = _empty_event_columns()
         out = {name: df[name] if name in df.columns and _typed(df[name], name) else empty[name] for name in COLUMNS}
@@ -94,6 +96,14 @@ def as_event_frame(df: pd.DataFrame | None) -> pd.DataFrame:
         if extra not in out:
             out[extra] = df[extra]
     return pd.DataFrame(out, index=pd.RangeIndex(n), copy=False)
+
+
+def _is_event_frame(df: pd.DataFrame) -> bool:
+    """Whether `df` is what as_event_frame would make of it: the event columns first, each of
+    its type, and rows numbered 0..n-1."""
+    index = df.index
+    return (tuple(df.columns[:len(COLUMNS)]) == COLUMNS and isinstance(index, pd.RangeIndex)
+            and index.start == 0 and index.step == 1 and all(_typed(df[name], name) for name in COLUMNS))
 
 
 def _event_column(df: pd.DataFrame, name: str, n: int) -> pd.Series:

@@ -1,4 +1,5 @@
 """Isolation of failing/slow rules, features (from:), and the time budget."""
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -92,6 +93,20 @@ def test_a_feature_that_finds_nothing_has_the_columns_and_types_of_one_that_find
     assert len(empty) == 0 and list(empty.columns) == list(some.columns)
     assert empty.dtypes.map(str).to_dict() == some.dtypes.map(str).to_dict()
     assert empty.index.equals(pd.RangeIndex(0))
+
+
+@pytest.mark.parametrize("rows", [0, 3])
+def test_an_event_frame_already_is_passed_on_over_the_same_columns(rows):
+    """A frame with the event columns, their types and rows 0..n-1 (what features build from
+    the events) is not made again: a new frame over the same column data."""
+    typed = as_event_frame(pd.DataFrame({"ts": list(range(rows)), "extra": [1.5] * rows}))
+    again = as_event_frame(typed)
+    assert again is not typed and list(again.columns) == list(typed.columns)
+    assert np.shares_memory(again["ts"].to_numpy(), typed["ts"].to_numpy()) or rows == 0
+    again["added"] = 1  # the caller's frame is not changed by the new one's columns
+    assert "added" not in typed.columns
+    shifted = typed.set_axis(pd.RangeIndex(1, rows + 1))  # rows not numbered from 0: renumbered
+    assert as_event_frame(shifted).index.equals(pd.RangeIndex(rows))
 
 
 def test_feature_cycles_are_reported():
