@@ -4,6 +4,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Iterable, Mapping, Sequence
 
+import numpy as np
 import pandas as pd
 
 from diagnosis import clusters as clustering
@@ -98,4 +99,6 @@ def _time_span(events: pd.DataFrame) -> tuple[int | None, int | None]:
     timed = ts > 0
     if not timed.any():
         return None, None
-    return int(ts[timed].min()), int((ts[timed] + dur[timed]).max())
+    # masked reductions: no row-sized copies of the timed rows (each page faulted in)
+    return (int(ts.min(where=timed, initial=np.iinfo(np.int64).max)),
+            int(np.add(ts, dur).max(where=timed, initial=np.iinfo(np.int64).min)))

@@ -56,10 +56,11 @@ MAX_META_VALUE = 16_384  # bytes of one top-level value kept in report.meta
 # scanner's texts): one, and READ_BURST while the first is being built. In the CLI, pandas and
 # the rules import meanwhile (a third of a second, holding the GIL): no row is built, but the
 # scanner runs outside the GIL, and windows scanned then are not scanned later. The table is
-# small then: 6 windows stay under the peak of a 150 MB trace's sort (each window more ahead at
-# the end of the parse, with the table whole, is ~18 MiB more at the peak). A parse that
-# builds its first window at once (a worker) takes its second soon: the burst ends there.
-READ_AHEAD, READ_BURST = 1, 5
+# small then, but pandas loads: 3 windows (5 gave the same time since window buffers are
+# reused, and 5 MiB more peak on a 150 MB trace; each window more ahead at the end of the
+# parse, with the table whole, is ~18 MiB more at the peak). A parse that builds its first
+# window at once (a worker) takes its second soon: the burst ends there.
+READ_AHEAD, READ_BURST = 1, 3
 
 
 def sniff(head: bytes, name: str) -> bool:
