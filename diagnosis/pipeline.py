@@ -22,7 +22,7 @@ from diagnosis.results import Report
 from ingest.align import apply_alignment, describe_plans, plan_alignment
 from ingest.artifact_results import ArtifactResult, parse_in_memory
 from ingest.bundle import expand
-from ingest.events import SCHEMA
+from ingest.events import INT64_MAX, INT64_MIN, SCHEMA
 from ingest.stored_file import stored_file
 from ingest import process_memory
 from ingest.progress import overall_done
@@ -136,19 +136,18 @@ def _extents(events: pd.DataFrame) -> dict[str, tuple[int, int]]:
         spans = {}
         for c in present:
             rows = timed & (codes == c)
-            spans[str(names[c])] = (int(ts.min(where=rows, initial=_INT64_MAX)),
-                                    int(end.max(where=rows, initial=_INT64_MIN)))
+            spans[str(names[c])] = (int(ts.min(where=rows, initial=INT64_MAX)),
+                                    int(end.max(where=rows, initial=INT64_MIN)))
         return spans
     rows = np.flatnonzero(timed & (codes >= 0))
     at = codes[rows].astype(np.int64)
-    start, stop = np.full(len(names), _INT64_MAX), np.full(len(names), _INT64_MIN)
+    start, stop = np.full(len(names), INT64_MAX, np.int64), np.full(len(names), INT64_MIN, np.int64)
     np.minimum.at(start, at, ts[rows])  # per artifact, without a frame of the timed rows
     np.maximum.at(stop, at, end[rows])
     return {str(names[c]): (int(start[c]), int(stop[c])) for c in present}
 
 
 FEW_ARTIFACTS = 16
-_INT64_MAX, _INT64_MIN = np.iinfo(np.int64).max, np.iinfo(np.int64).min
 
 
 def run(paths: list[str | Path], rules_dir: str | Path | None = None, rules=None,

@@ -13,6 +13,7 @@ from diagnosis.results import ArtifactEntry, Report, TraceSummary, rule_failures
 from diagnosis.series import plot_series
 from diagnosis.slo import evaluate_slos
 from diagnosis.trace_figures import headline_slis
+from ingest.events import INT64_MAX, INT64_MIN
 from ingest.progress import DIAGNOSIS_STAGES as STAGES
 from rules.compiler import compile_pack
 from rules.evaluator import evaluate_rules, precompute_features
@@ -100,5 +101,4 @@ def _time_span(events: pd.DataFrame) -> tuple[int | None, int | None]:
     if not timed.any():
         return None, None
     # masked reductions: no row-sized copies of the timed rows (each page faulted in)
-    return (int(ts.min(where=timed, initial=np.iinfo(np.int64).max)),
-            int(np.add(ts, dur).max(where=timed, initial=np.iinfo(np.int64).min)))
+    return (int(ts.min(where=timed, initial=INT64_MAX)), int(np.add(ts, dur).max(where=timed, initial=INT64_MIN)))

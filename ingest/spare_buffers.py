@@ -23,16 +23,16 @@ _FREE_REFS = 3
 class SpareBuffers:
     """Up to `keep` buffers of `capacity` bytes, handed out as writable views of the size
     asked for (from offset 0). A size over `capacity`, or every kept buffer in use, gets a
-    plain new bytearray."""
+    view of a new bytearray, not kept."""
 
     def __init__(self, capacity: int, keep: int):
         self.capacity, self.keep = capacity, keep
         self._kept: list[bytearray] = []
         self.reused = 0  # buffers handed out again
 
-    def take(self, size: int) -> bytearray | memoryview:
+    def take(self, size: int) -> memoryview:
         if size > self.capacity:
-            return bytearray(size)
+            return memoryview(bytearray(size))
         for buf in self._kept:
             if sys.getrefcount(buf) == _FREE_REFS:
                 self.reused += 1
@@ -40,7 +40,7 @@ class SpareBuffers:
         if len(self._kept) < self.keep:
             self._kept.append(bytearray(self.capacity))
             return memoryview(self._kept[-1])[:size]
-        return bytearray(size)
+        return memoryview(bytearray(size))
 
     def in_use(self) -> int:
         """How many kept buffers something still refers to (for tests)."""

@@ -53,6 +53,7 @@ def _kill_a_pool_child_running_a_part(stack: Stack, worker_pid: int, trace_id: i
         deadline = time.monotonic() + 30
         while len(children := pool_children(worker_pid)) != 1 or not _busy(children[0]):
             assert time.monotonic() < deadline, children  # the pool replacing a killed child, or idle
+            time.sleep(0.02)
         os.kill(children[0], signal.SIGKILL)
         deadline = time.monotonic() + 2  # a kill mid-part is logged within ~30 ms
         while time.monotonic() < deadline:

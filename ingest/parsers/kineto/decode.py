@@ -174,7 +174,7 @@ class _Content:
         self.done += len(block)
         return block
 
-    def read_into(self, prefix, n: int) -> tuple[bytearray | memoryview, bool]:
+    def read_into(self, prefix, n: int) -> tuple[memoryview, bool]:
         """A new window: `prefix` then up to n more bytes of content, read in place (no block
         object copied into a growing buffer: a fifth of the page faults), into a spare buffer
         where one is free; and whether the content ended."""
@@ -189,11 +189,7 @@ class _Content:
                 if not k:
                     break
                 got += k
-        if isinstance(win, memoryview):
-            win = win[:start + got]
-        else:
-            del win[start + got:]
-        return win, got == 0
+        return win[:start + got], got == 0
 
     def _readinto(self, free: memoryview) -> int:
         try:
