@@ -9,6 +9,15 @@ Incidents (default: all, one after another; every process is killed after its de
   nccl_peer_oom              2 ranks: rank 1 (memory fraction 0.05) OOMs right before an all_reduce
   kernel_fault_assert        2 ranks: rank 1 looks up a token id past the embedding table
   healthy_2rank              2 ranks: 8 steps of matmul + all_reduce, clean shutdown
+  peer_went_past             2 ranks: at step 5 (seq 6) rank 1 takes a rank-dependent branch that skips
+                             the all_reduce, logs steps 5..9 done, idles, destroys the process group and
+                             exits 0; rank 0 waits in seq 6 until its watchdog fires
+  peer_went_past_nodump      the same with the flight recorder off (TORCH_FR_BUFFER_SIZE=0,
+                             TORCH_NCCL_DUMP_ON_TIMEOUT=0): only the logs show it
+  peer_exception_first       2 ranks: rank 1's data loading raises "ValueError: batch 5 has 0 samples"
+                             before the seq-6 all_reduce (exit 1); rank 0 times out on seq 6
+  peer_killed_first          2 ranks: rank 1 is SIGKILLed (as the kernel OOM killer does) before the seq-6
+                             all_reduce; rank 0 times out on seq 6
   capture_oom_process_cap    1 GPU: an allocation inside torch.cuda.graph capture exceeds the
                              per-process memory fraction
   capture_other_thread       1 GPU: a metrics thread calls .item() while the main thread captures
@@ -20,6 +29,10 @@ watchdog wrote them (TORCH_NCCL_DUMP_ON_TIMEOUT=1; TORCH_NCCL_ENABLE_TIMING left
 deployments). Logs over GZIP_OVER bytes are gzipped. OUTDIR/_host holds manifest.json (versions,
 exit codes, durations, the environment set), nvidia-smi -q, nvidia-smi topo -m, and PyTorch's own
 flight-recorder analyzer output for each incident that has dumps.
+
+The peer_* programs log through Python's logging module with its default date format
+("2026-12-06 05:20:01,123 INFO train: rank 1: step 6 done"), as training scripts do, so their own
+lines carry a full date while NCCL's and c10d's lines keep the year-less glog style.
 
 NVLink multicast stays off (NCCL_NVLS_ENABLE=0 and friends): the shared device hosts require it.
 """
@@ -49,6 +62,10 @@ INCIDENTS: dict[str, tuple[int, int, dict]] = {
     "nccl_peer_oom": (2, 70, {}),
     "kernel_fault_assert": (2, 70, {}),
     "healthy_2rank": (2, 45, {}),
+    "peer_went_past": (2, 70, {}),
+    "peer_went_past_nodump": (2, 70, {"TORCH_FR_BUFFER_SIZE": "0", "TORCH_NCCL_DUMP_ON_TIMEOUT": "0"}),
+    "peer_exception_first": (2, 70, {}),
+    "peer_killed_first": (2, 70, {}),
     "capture_oom_process_cap": (1, 45, {}),
     "capture_other_thread": (1, 45, {}),
     "capture_other_thread_sync": (1, 45, {}),
@@ -159,6 +176,83 @@ def healthy(rank: int, outdir: Path, port: int) -> None:
     say(f"rank {rank}: done")
 
 
+# ---- the peer_* incidents: one rank goes past, raises or is killed before seq 6; logging module lines
+
+PEER_STEPS = 10            # steps of the peer_* programs; the bad one is step 5 (seq 6: steps 0..4 are seqs 1..5)
+BAD_STEP = 5
+
+
+def train_logger():
+    """A training script's logger: Python logging's default date format (with the year), to stdout."""
+    import logging
+    logging.basicConfig(level=logging.INFO, stream=sys.stdout, force=True,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    return logging.getLogger("train")
+
+
+def load_batch(rank: int, step: int, fail: bool) -> list:
+    samples = [] if fail and rank == 1 and step == BAD_STEP else list(range(8))   # rank 1's shard ran dry
+    if not samples:
+        raise ValueError(f"batch {step} has 0 samples")
+    return samples
+
+
+def train_step(r: "Ranked", step: int, sync: bool) -> None:
+    y = r.x @ r.x
+    r.grad.add_(y[0, 0] * 0)
+    if sync:
+        r.dist.all_reduce(r.grad)
+    r.torch.cuda.synchronize()
+
+
+def peer_went_past(rank: int, outdir: Path, port: int) -> None:
+    log = train_logger()
+    r = Ranked(rank, port)
+    for step in range(PEER_STEPS):
+        # the bug: a rank-dependent branch (rank 1 thinks it is accumulating gradients from step 5 on)
+        sync = not (rank == 1 and step >= BAD_STEP)
+        train_step(r, step, sync)
+        log.info(f"rank {rank}: step {step} done")
+    log.info(f"rank {rank}: training finished after {PEER_STEPS} steps; idle for {IDLE_S} s")
+    time.sleep(IDLE_S)                               # the peer's dump signal (if any) reaches this rank
+    done = threading.Event()
+
+    def destroy() -> None:
+        r.dist.destroy_process_group()
+        done.set()
+
+    threading.Thread(target=destroy, daemon=True).start()
+    if done.wait(15):
+        log.info(f"rank {rank}: process group destroyed, exiting")
+    else:
+        log.info(f"rank {rank}: destroy_process_group did not return within 15 s, exiting")
+    sys.stdout.flush()
+    os._exit(0)                                      # exit 0 even where destroy_process_group still hangs
+
+
+def peer_exception_first(rank: int, outdir: Path, port: int) -> None:
+    log = train_logger()
+    r = Ranked(rank, port)
+    for step in range(PEER_STEPS):
+        load_batch(rank, step, fail=True)            # rank 1, step 5: ValueError, uncaught (exit 1)
+        train_step(r, step, True)
+        log.info(f"rank {rank}: step {step} done")
+    r.idle_then_exit(outdir)                         # not reached by either rank: rank 0 hangs in seq 6
+
+
+def peer_killed_first(rank: int, outdir: Path, port: int) -> None:
+    import signal
+    log = train_logger()
+    r = Ranked(rank, port)
+    for step in range(PEER_STEPS):
+        if rank == 1 and step == BAD_STEP:
+            log.info(f"rank {rank}: step {step} loading batch")
+            os.kill(os.getpid(), signal.SIGKILL)     # as the kernel's OOM killer ends a process: no message
+        train_step(r, step, True)
+        log.info(f"rank {rank}: step {step} done")
+    r.idle_then_exit(outdir)                         # not reached by either rank: rank 0 hangs in seq 6
+
+
 def capture_oom(rank: int, outdir: Path, port: int) -> None:
     import torch  # the incident processes only (see host_facts)
     torch.cuda.set_per_process_memory_fraction(0.02, 0)          # 2 % of the card
@@ -216,6 +310,8 @@ def capture_other_thread(rank: int, outdir: Path, port: int, sync: bool) -> None
 def worker(incident: str, rank: int, outdir: Path, port: int) -> None:
     programs = {"nccl_op_mismatch_hang": op_mismatch, "nccl_op_mismatch_detail": op_mismatch,
                 "nccl_peer_oom": peer_oom, "kernel_fault_assert": kernel_fault, "healthy_2rank": healthy,
+                "peer_went_past": peer_went_past, "peer_went_past_nodump": peer_went_past,
+                "peer_exception_first": peer_exception_first, "peer_killed_first": peer_killed_first,
                 "capture_oom_process_cap": capture_oom,
                 "capture_other_thread": lambda *a: capture_other_thread(*a, sync=False),
                 "capture_other_thread_sync": lambda *a: capture_other_thread(*a, sync=True)}
