@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import importlib
 import json
-import re
 from pathlib import Path
 from typing import Iterator, cast
+
+import re2  # linear time: detection runs on every uploaded file before any parser
 
 from ingest.events import ParseError
 from ingest.io import HEAD_BYTES, read_head
@@ -106,7 +107,7 @@ def detect(path: Path, name: str | None = None) -> Parser:
 
 
 # `{"key"` or `[{`: a JSON document; `[rank0]:[E1129 ...` and `[80746] ...` are log lines
-_JSON_START = re.compile(rb'^\s*(\{\s*("|\})|\[\s*\{)')
+_JSON_START = re2.compile(rb'^\s*(\{\s*("|\})|\[\s*\{)')
 
 
 def _text_log_opening_with_brace(head: bytes, whole: bool) -> bool:
@@ -130,5 +131,5 @@ def _json_value(text: bytes) -> bool:
 
 def _json_keys(head: bytes) -> str:
     """A hint for the error message: the document's first top-level keys."""
-    keys = re.findall(rb'"([A-Za-z_][A-Za-z0-9_]{0,40})"\s*:', head[:2048])
+    keys = re2.findall(rb'"([A-Za-z_][A-Za-z0-9_]{0,40})"\s*:', head[:2048])
     return "keys: " + ", ".join(dict.fromkeys(k.decode() for k in keys[:6])) if keys else "no recognisable keys"

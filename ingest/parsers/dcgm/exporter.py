@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import re
 
+import re2  # linear time: detection and parsing run these on untrusted lines
+
 from ingest.clock import Clock
 from ingest.events import EventSink, ParseError, ParseReport, clamp_int
 from ingest.parsers.telemetry import ThrottleTracker, iter_lines
@@ -21,12 +23,12 @@ from ingest.parsers.telemetry import ThrottleTracker, iter_lines
 FORMAT = "dcgm"
 SOURCE = "dcgm"
 
-_SAMPLE = re.compile(r"^(?P<metric>[A-Za-z_:][A-Za-z0-9_:]*)(?:\{(?P<labels>[^}]*)\})?\s+(?P<value>\S+)"
+_SAMPLE = re2.compile(r"^(?P<metric>[A-Za-z_:][A-Za-z0-9_:]*)(?:\{(?P<labels>[^}]*)\})?\s+(?P<value>\S+)"
                      r"(?:\s+(?P<ts>-?\d+))?\s*$")
 # A label name starts after a non-word character (labels are comma-separated): without the
 # look-behind, findall retries from every character of a long word and the scan is quadratic.
 _LABEL = re.compile(r'(?<![A-Za-z0-9_])(?P<key>[A-Za-z_][A-Za-z0-9_]*)\s*=\s*"(?P<value>(?:[^"\\]|\\.)*)"')
-_CONFIG = re.compile(r"^\s*(?:#\s*)?(?P<field>DCGM_[A-Z0-9_]+)\s*,\s*(?P<type>gauge|counter|label|histogram)\s*,"
+_CONFIG = re2.compile(r"^\s*(?:#\s*)?(?P<field>DCGM_[A-Z0-9_]+)\s*,\s*(?P<type>gauge|counter|label|histogram)\s*,"
                      r"\s*(?P<help>.*)$")
 # DCGM_*_BLANK and the NOT_FOUND / NOT_SUPPORTED / NOT_PERMISSIONED values right above it
 _BLANKS = ((0x7FFFFFF0, 0x7FFFFFF3), (0x7FFFFFFFFFFFFFF0, 0x7FFFFFFFFFFFFFF3), (2.0**47, 2.0**47 + 3))

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import re
 
+import re2  # linear time: detection and parsing run these on untrusted lines
+
 from ingest.clock import Clock
 from ingest.events import EventSink, ParseError, ParseReport, clamp_int
 from ingest.parsers.nvidia_smi.common import MIB, GpuReport, device_index, emit_gpu, norm, number
@@ -35,15 +37,15 @@ SOURCE = "nvidia_smi"
 MAX_LINES = 2_000_000        # a -q of 8 GPUs is ~2,000 lines; more is not a snapshot
 MAX_DEPTH = 16               # -q nests 5 levels deep; the tree stays shallow whatever the input
 MAX_TABLE_LINE = 512         # table rows are ~90 chars; longer lines are not table rows
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
-_GPU_SECTION = re.compile(r"^GPU (?P<bus>[0-9A-Fa-f]{1,8}(?::[0-9A-Fa-f]{1,8}){1,2}(?:\.[0-9A-Fa-f]{1,2})?)$")
-_NUM = re.compile(r"^(?P<num>[-+]?\d+(?:\.\d+)?)\s*(?P<unit>\S*)$")
-_TABLE_GPU = re.compile(r"^\|\s+(?P<index>\d+)\s+(?P<name>.+?)\s+(?P<persist>On|Off|WDDM|TCC)\s+\|"
+_ANSI = re2.compile(r"\x1b\[[0-9;]*m")
+_GPU_SECTION = re2.compile(r"^GPU (?P<bus>[0-9A-Fa-f]{1,8}(?::[0-9A-Fa-f]{1,8}){1,2}(?:\.[0-9A-Fa-f]{1,2})?)$")
+_NUM = re2.compile(r"^(?P<num>[-+]?\d+(?:\.\d+)?)\s*(?P<unit>\S*)$")
+_TABLE_GPU = re2.compile(r"^\|\s+(?P<index>\d+)\s+(?P<name>.+?)\s+(?P<persist>On|Off|WDDM|TCC)\s+\|"
                         r"\s+(?P<bus>\S+)\s+(?P<disp>\S+)\s+\|\s+(?P<ecc>\S+)\s+\|")
-_TABLE_STATE = re.compile(r"^\|\s*(?P<fan>\S+)\s+(?P<temp>\d+)C\s+(?P<perf>P\d+|\S+)\s+(?P<power>\S+?)W?\s*/"
+_TABLE_STATE = re2.compile(r"^\|\s*(?P<fan>\S+)\s+(?P<temp>\d+)C\s+(?P<perf>P\d+|\S+)\s+(?P<power>\S+?)W?\s*/"
                           r"\s*(?P<cap>\S+?)W?\s+\|\s+(?P<used>\d+)MiB\s*/\s*(?P<total>\d+)MiB\s+\|"
                           r"\s+(?P<util>\d+)%")
-_TABLE_PROC = re.compile(r"^\|\s+(?P<gpu>\d+)\s+\S+\s+\S+\s+(?P<pid>\d+)\s+(?P<type>\S+)\s+(?P<proc>.+?)"
+_TABLE_PROC = re2.compile(r"^\|\s+(?P<gpu>\d+)\s+\S+\s+\S+\s+(?P<pid>\d+)\s+(?P<type>\S+)\s+(?P<proc>.+?)"
                          r"\s+(?P<mem>\d+)MiB\s*\|")
 _Q_FIRST_KEYS = ("Timestamp", "Driver Version", "Attached GPUs")
 

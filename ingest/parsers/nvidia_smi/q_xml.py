@@ -15,6 +15,8 @@ import re
 import xml.etree.ElementTree as ET
 from xml.parsers import expat
 
+import re2  # linear time: detection runs this on every uploaded file
+
 from ingest.clock import Clock
 from ingest.events import EventSink, ParseError, ParseReport, clamp_int
 from ingest.io import GZIP_ERRORS, open_bytes
@@ -26,7 +28,7 @@ SOURCE = "nvidia_smi"
 
 MAX_BYTES = 64 * 2**20      # 8 GPUs with processes are < 1 MiB; more is not one report
 MAX_DEPTH = 12
-_ROOT = re.compile(rb"<nvidia_smi_log[\s>]")
+_ROOT = re2.compile(rb"<nvidia_smi_log[\s>]")
 _PROLOG = (b"<?xml", b"<!--", b"<!DOCTYPE", b"<nvidia_smi_log")
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import csv
 import io
-import re
+import re2  # linear time: detection and parsing run these on untrusted lines
 
 from ingest.clock import Clock
 from ingest.events import EventSink, ParseError, ParseReport
@@ -45,8 +45,8 @@ REASON_BITS = {
     "hw_power_brake_slowdown": 0x80,
 }
 assert set(REASON_BITS.values()) <= set(CLOCK_EVENT_REASONS)
-_HEADER_UNIT = re.compile(r"^(?P<field>[^\[]+?)\s*\[(?P<unit>[^\]]*)\]$")
-_VALUE = re.compile(r"^(?P<num>[-+]?\d+(?:\.\d+)?)\s*(?P<unit>[A-Za-z%/]*)$")
+_HEADER_UNIT = re2.compile(r"^(?P<field>[^\[]+?)\s*\[(?P<unit>[^\]]*)\]$")
+_VALUE = re2.compile(r"^(?P<num>[-+]?\d+(?:\.\d+)?)\s*(?P<unit>[A-Za-z%/]*)$")
 
 
 def sniff(head: bytes, name: str) -> bool:

@@ -3,9 +3,8 @@ MetricsData), or the collector file exporter's JSON lines (one such object per l
 Rows are described in otlp/common.py."""
 from __future__ import annotations
 
-import re
-
 import orjson
+import re2  # linear time: detection runs this on every uploaded file
 
 from ingest.events import EventSink, ParseError, ParseReport
 from ingest.io import read_all, read_head
@@ -18,7 +17,7 @@ SOURCE = "otlp"
 # One document is decoded whole (orjson: several times its size in objects); beyond this
 # the exporter's JSON-lines form, read a line at a time, is the way to send more.
 MAX_DOCUMENT_BYTES = 1024**3
-_START = re.compile(rb'^\s*\{\s*"resource(Spans|Logs|Metrics)"\s*:')
+_START = re2.compile(rb'^\s*\{\s*"resource(Spans|Logs|Metrics)"\s*:')
 
 
 def sniff(head: bytes, name: str) -> bool:

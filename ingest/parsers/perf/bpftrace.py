@@ -13,7 +13,7 @@ one `sample` row each. bpftrace's own messages (Attaching N probes, ERROR: ...) 
 """
 from __future__ import annotations
 
-import re
+import re2  # linear time: detection and parsing run these on untrusted lines
 
 from ingest.clock import Clock
 from ingest.events import EventSink, ParseError, ParseReport, clamp_int
@@ -22,10 +22,10 @@ from ingest.parsers.telemetry import iter_lines
 FORMAT = "bpftrace"
 SOURCE = "perf"
 
-_EVENT = re.compile(r"^(?P<ts>\d{6,19})\s+(?P<fields>\S+=\S+(?:\s+\S+=\S+)*)\s*$")
-_MAP = re.compile(r"^@(?P<name>\w*)(?:\[(?P<key>.*)\])?:\s*(?P<value>-?\d+)?\s*$")
-_BUCKET = re.compile(r"^\[(?P<lo>-?[\d.]+[KMGTP]?)(?:,\s*(?P<hi>-?[\d.]+[KMGTP]?)\)|\])\s+(?P<count>\d+)\s*\|")
-_TOOL = re.compile(r"^(Attaching \d+ probes?|ERROR:|WARNING:|Lost \d+ events)")
+_EVENT = re2.compile(r"^(?P<ts>\d{6,19})\s+(?P<fields>\S+=\S+(?:\s+\S+=\S+)*)\s*$")
+_MAP = re2.compile(r"^@(?P<name>\w*)(?:\[(?P<key>.*)\])?:\s*(?P<value>-?\d+)?\s*$")
+_BUCKET = re2.compile(r"^\[(?P<lo>-?[\d.]+[KMGTP]?)(?:,\s*(?P<hi>-?[\d.]+[KMGTP]?)\)|\])\s+(?P<count>\d+)\s*\|")
+_TOOL = re2.compile(r"^(Attaching \d+ probes?|ERROR:|WARNING:|Lost \d+ events)")
 UNITS = {"_ns": 1, "_us": 1_000, "_ms": 1_000_000, "_s": 1_000_000_000}
 SUFFIX = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40, "P": 2**50}
 SYNC_WORDS = ("futex", "lock", "mutex", "sem", "wait")

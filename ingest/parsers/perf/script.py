@@ -10,7 +10,7 @@ Timestamps that are already Unix seconds (recorded with -k CLOCK_REALTIME) are k
 """
 from __future__ import annotations
 
-import re
+import re2  # linear time: these patterns run on untrusted lines, detection included
 
 from ingest.clock import Clock
 from ingest.events import EventSink, ParseError, ParseReport
@@ -19,12 +19,13 @@ from ingest.parsers.telemetry import iter_lines, seconds_to_ns
 FORMAT = "perf_script"
 SOURCE = "perf"
 
-_HEADER = re.compile(
+_HEADER = re2.compile(
     r"^(?P<comm>\S.*?)\s+(?P<pid>-?\d+)(?:/(?P<tid>-?\d+))?\s+(?:\[(?P<cpu>\d+)\]\s+)?"
     r"(?:(?P<time>\d+\.\d+):\s+)?(?:(?P<period>\d+)\s+)?(?P<event>[A-Za-z_][\w.\-:]*):(?:\s+(?P<rest>.*))?$")
-_FRAME = re.compile(r"^\s+(?P<addr>[0-9a-fA-F]+)\s+(?P<sym>.*?)(?:\s+\((?P<dso>[^()]*)\))?$")
-_OFFSET = re.compile(r"\+0x[0-9a-fA-F]+$")
-_REFERENCE = re.compile(r"reference time:.*?=\s*(?P<tod>\d+\.\d+)\s*\(TOD\)\s*=\s*(?P<clock>\d+\.\d+)\s*\((?P<name>[^)]*)\)")
+_FRAME = re2.compile(r"^\s+(?P<addr>[0-9a-fA-F]+)\s+(?P<sym>.*?)(?:\s+\((?P<dso>[^()]*)\))?$")
+_OFFSET = re2.compile(r"\+0x[0-9a-fA-F]+$")
+_REFERENCE = re2.compile(r"reference time:.*?=\s*(?P<tod>\d+\.\d+)\s*\(TOD\)\s*=\s*(?P<clock>\d+\.\d+)\s*\((?P<name>[^)]*)\)")
+_INLINE_ADDRESS = re2.compile(r"[0-9a-f]+ ")
 TIME_EVENTS = ("cpu-clock", "task-clock")  # their period is nanoseconds
 UNIX_SECONDS = 1e9  # perf clock values past this (year 2001) are wall-clock seconds
 
@@ -37,8 +38,9 @@ def sniff(head: bytes, name: str) -> bool:
     if len(lines) < 2 or not _HEADER.match(lines[0]):
         return False
     frames = sum(1 for l in lines if l[0] in " \t" and _FRAME.match(l) and " " in l.strip())
-    inline = sum(1 for l in lines if (m := _HEADER.match(l)) and re.match(r"[0-9a-f]+ ", m["rest"] or ""))
-    return frames >= len(lines) // 3 or inline >= len(lines) // 2
+    inline = sum(1 for l in lines if (m := _HEADER.match(l)) and _INLINE_ADDRESS.match(m["rest"] or ""))
+    # at least one frame or address line: two log lines alone (a header-like line and its wrap) are not a sample
+    return frames >= max(1, len(lines) // 3) or inline >= max(1, len(lines) // 2)
 
 
 def parse(path, sink: EventSink, report: ParseReport) -> None:

@@ -12,11 +12,11 @@ The dump does not say which rank wrote it: the analyzer takes that from the file
 """
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
 import orjson
+import re2  # linear time, as everything that matches upload text
 
 from ingest.clock import Clock
 from ingest.events import EventSink, ParseError, ParseReport, clamp_int
@@ -28,7 +28,7 @@ SOURCE = "flight_recorder"
 
 MAX_DUMP_BYTES = 1024**3
 TOP_FRAMES = 5
-_RANK_IN_NAME = re.compile(r"rank[_-]?(\d+)(?:\D*)$")  # fixed pattern on the file name
+_RANK_IN_NAME = re2.compile(r"rank[_-]?(\d+)(?:\D*)$")  # fixed pattern on the file name
 
 
 def sniff(head: bytes, name: str) -> bool:
