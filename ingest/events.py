@@ -115,18 +115,33 @@ class ParseReport:
         return self.warnings + extra
 
 
+class EventLimitReached(Exception):
+    """The sink holds `limit` events and was handed another: the parse stops there (the caller,
+    ingest.parse, keeps the events so far and says in the report that the rest was not read)."""
+
+    def __init__(self, limit: int, after: str, setting: str = ""):
+        self.limit, self.after, self.setting = limit, after, setting
+        super().__init__(f"at most {limit:,} events (after {after or 'the start'})")
+
+
 class EventSink:
-    """Buffers rows column-wise and hands full Arrow batches to `on_batch`."""
+    """Buffers rows column-wise and hands full Arrow batches to `on_batch`; past `limit` events
+    (None: no bound) it raises EventLimitReached instead of taking more."""
 
     def __init__(self, artifact: str, source: str, on_batch: Callable[[pa.RecordBatch], None],
-                 batch_rows: int = 262_144):
+                 batch_rows: int = 262_144, limit: int | None = None, limit_setting: str = ""):
         self.artifact, self.source = artifact, source
         self.on_batch, self.batch_rows = on_batch, batch_rows
+        self.limit, self.limit_setting = limit, limit_setting
         self.count = 0
+        self.last_loc = ""
         self._cols: dict[str, list] = {c: [] for c in COLUMNS}
 
     def emit(self, **row: Any) -> None:
         """One event. Unset columns take DEFAULTS; `attrs` may be a dict."""
+        if self.limit is not None and self.count >= self.limit:
+            raise EventLimitReached(self.limit, self._cols["loc"][-1] if self._cols["loc"] else self.last_loc,
+                                    self.limit_setting)
         row.setdefault("artifact", self.artifact)
         row.setdefault("source", self.source)
         attrs = row.get("attrs")
@@ -140,17 +155,25 @@ class EventSink:
             self.flush()
 
     def emit_columns(self, columns: dict[str, Iterable | pa.Array]) -> None:
-        """Many events at once (fast paths): missing columns take DEFAULTS."""
+        """Many events at once (fast paths): missing columns take DEFAULTS. Past the limit, the
+        rows up to it are kept and EventLimitReached is raised."""
         self.flush()
         batch = make_batch(columns, artifact=self.artifact, source=self.source)
+        over = self.limit is not None and self.count + batch.num_rows > self.limit
+        if over:
+            batch = batch.slice(0, max(0, self.limit - self.count))
         self.count += batch.num_rows
         if batch.num_rows:
+            self.last_loc = str(batch.column(COLUMNS.index("loc"))[-1].as_py() or "")
             self.on_batch(batch)
+        if over:
+            raise EventLimitReached(self.limit, self.last_loc, self.limit_setting)
 
     def flush(self) -> None:
         if not self._cols["ts"]:
             return
         batch = make_batch(self._cols)
+        self.last_loc = str(self._cols["loc"][-1])
         self._cols = {c: [] for c in COLUMNS}
         self.on_batch(batch)
 

@@ -36,6 +36,13 @@ HEAD_BYTES = 64 * 1024
 MAX_DECOMPRESSED = 8 * 1024**3
 MAX_RATIO = 100      # real traces and logs compress 5-35:1; a gzip of blank space, 1000:1
 RATIO_FLOOR = 64 * 1024**2
+# Lines cost per line, whatever their length (a parser's work is per line): 64 MiB of 2-byte
+# lines gzip to 65 KB, 33.5 M lines under the byte floor. Past LINE_FLOOR lines (~7 s of the
+# log parser), at most LINE_RATIO lines per compressed byte (real logs: 0.05-1; at the 100:1
+# byte ratio, lines of 12 bytes on average). TRACEDOC_DECOMPRESSION_FLOOR_LINES and
+# TRACEDOC_MAX_LINES_PER_COMPRESSED_BYTE override them.
+LINE_FLOOR = 250_000
+LINE_RATIO = 8
 
 
 @dataclass(frozen=True)
@@ -46,13 +53,26 @@ class DecompressionBound:
     cap: int
     ratio: int
     floor: int
+    line_ratio: int = LINE_RATIO
+    line_floor: int = LINE_FLOOR
 
     @classmethod
     def from_env(cls, limit: int | None = None) -> "DecompressionBound":
         cap = env_int("TRACEDOC_MAX_DECOMPRESSED_BYTES", MAX_DECOMPRESSED)
         return cls(cap=min(cap, limit) if limit else cap,
                    ratio=env_int("TRACEDOC_MAX_DECOMPRESSION_RATIO", MAX_RATIO),
-                   floor=env_int("TRACEDOC_DECOMPRESSION_FLOOR_BYTES", RATIO_FLOOR))
+                   floor=env_int("TRACEDOC_DECOMPRESSION_FLOOR_BYTES", RATIO_FLOOR),
+                   line_ratio=env_int("TRACEDOC_MAX_LINES_PER_COMPRESSED_BYTE", LINE_RATIO),
+                   line_floor=env_int("TRACEDOC_DECOMPRESSION_FLOOR_LINES", LINE_FLOOR))
+
+    def check_lines(self, path: str, lines: int, compressed: int) -> None:
+        """Past `line_floor` lines, at most `line_ratio` lines per compressed byte read so far."""
+        if lines > self.line_floor and lines > self.line_ratio * compressed:
+            raise ParseError(path, f"decompressed line {lines:,} (compressed byte {compressed:,})",
+                             f"at most {self.line_ratio} lines per compressed byte past the first "
+                             f"{self.line_floor:,} lines (TRACEDOC_MAX_LINES_PER_COMPRESSED_BYTE, "
+                             "TRACEDOC_DECOMPRESSION_FLOOR_LINES; a gzip of tiny lines costs per line: "
+                             "possible decompression bomb)")
 
     def check(self, path: str, decompressed: int, compressed: int) -> None:
         if decompressed > self.cap:
@@ -83,7 +103,7 @@ class BoundedReader(io.RawIOBase):
 
     def __init__(self, raw, bound: DecompressionBound, path: str, compressed_pos: Callable[[], int]):
         self.raw, self.bound, self.path, self.compressed_pos = raw, bound, path, compressed_pos
-        self.done = 0
+        self.done = self.lines = 0
 
     def readable(self) -> bool:
         return True
@@ -91,7 +111,12 @@ class BoundedReader(io.RawIOBase):
     def readinto(self, b) -> int:
         n = self.raw.readinto(b)
         self.done += n or 0
-        self.bound.check(self.path, self.done, self.compressed_pos())
+        compressed = self.compressed_pos()
+        self.bound.check(self.path, self.done, compressed)
+        if n:
+            with memoryview(b) as view:
+                self.lines += view[:n].tobytes().count(b"\n")
+            self.bound.check_lines(self.path, self.lines, compressed)
         return n
 
     def close(self) -> None:

@@ -13,8 +13,8 @@ from typing import Callable, Iterator
 import pyarrow as pa
 
 from ingest import interruptions
-from ingest.events import SCHEMA, EventSink, ParseError, ParseReport
-from ingest.io import GZIP_ERRORS, count_bytes_read
+from ingest.events import SCHEMA, EventLimitReached, EventSink, ParseError, ParseReport
+from ingest.io import GZIP_ERRORS, count_bytes_read, env_int
 from ingest.parsers import detect
 from ingest.parsers.protocol import Parser
 from ingest.spill import SpillFile, spilled
@@ -26,6 +26,22 @@ DAMAGED_INPUT = GZIP_ERRORS + (UnicodeDecodeError,)
 
 # progress(events so far, bytes of the input file read so far)
 Progress = Callable[[int, int], None]
+
+
+# What one artifact may produce, by what its events cost: the generic text-log parser reads
+# every line in Python (~50 us and ~0.5 KB a line: a file of tiny lines made 1 M events cost
+# 54 s and 510 MB); the other parsers cost far less per event. Past the bound the parse stops,
+# keeps the events so far and says in the report that the rest was not read.
+MAX_LOG_EVENTS = 2_000_000
+MAX_ARTIFACT_EVENTS = 50_000_000
+LINE_BY_LINE_FORMATS = ("log",)
+
+
+def events_allowed(fmt: str) -> tuple[int, str]:
+    """(at most this many events for one artifact of format `fmt`, the setting that says so)."""
+    if fmt in LINE_BY_LINE_FORMATS:
+        return env_int("TRACEDOC_MAX_LOG_EVENTS", MAX_LOG_EVENTS), "TRACEDOC_MAX_LOG_EVENTS"
+    return env_int("TRACEDOC_MAX_ARTIFACT_EVENTS", MAX_ARTIFACT_EVENTS), "TRACEDOC_MAX_ARTIFACT_EVENTS"
 
 
 OUT_OF_MEMORY = ("out of memory: the file needs more memory than this process may use (a worker's "
@@ -116,7 +132,8 @@ def parse_events(path: Path, artifact_id: str, name: str | None,
         if progress:
             progress(sink.count, read[0])
 
-    sink = EventSink(artifact_id, parser.SOURCE, batch_done)
+    limit, setting = events_allowed(parser.FORMAT)
+    sink = EventSink(artifact_id, parser.SOURCE, batch_done, limit=limit, limit_setting=setting)
     started = time.perf_counter()
     with count_bytes_read(on_read if progress else None):
         _parse_classified(parser, path, sink, report, name)
@@ -137,6 +154,14 @@ def run_parser(parser: Parser, path: Path, sink: EventSink, report: ParseReport,
 def _parse_classified(parser: Parser, path: Path, sink: EventSink, report: ParseReport, name: str) -> None:
     try:
         parser.parse(path, sink, report)
+    except EventLimitReached as e:
+        # bounded by what it costs: the events so far are kept, the report says the rest is not
+        setting = e.setting or "the event bound"
+        where = f"after {e.after}" if e.after else f"after {sink.count:,} events"
+        report.meta["events_limit"] = {"limit": e.limit, "setting": setting, "stopped": where}
+        # first, so that it is never among the warnings cut after ParseReport.MAX_WARNINGS
+        report.warnings.insert(0, f"at most {e.limit:,} events per artifact ({setting}); {where}: "
+                               "the rest of the file was not read")
     except ParseError as e:
         # parsers see the stored path; people know the file by its original name
         raise ParseError(name, e.where, e.expected) from None
