@@ -7,7 +7,7 @@ HOST    ?= 127.0.0.1
 PORT    ?= 8000
 APPS    := tracedoc accounts ingest rules diagnosis cli agent alerts hosts otlp_receiver bench
 
-.PHONY: install bytecode run test test-fast lint-imports bench services coverage-doc clean
+.PHONY: install bytecode run test test-fast fuzz lint-imports bench services coverage-doc clean
 
 install: $(STAMP)
 
@@ -32,6 +32,7 @@ test: install
 	$(BIN)/lint-imports
 	scripts/ensure-services.sh
 	scripts/ensure-chromium.sh
+	scripts/ensure-clang.sh
 	$(BIN)/python -m pytest
 
 # The layers pyproject.toml's [tool.importlinter] declares (make test runs it first).
@@ -41,7 +42,15 @@ lint-imports: install
 # Unit tests only: no PostgreSQL/worker/browser (tasks are still queued on the real Redis).
 test-fast: install
 	scripts/ensure-services.sh
+	scripts/ensure-clang.sh
 	$(BIN)/python -m pytest -m "not integration and not browser"
+
+# The C extensions under AddressSanitizer + UBSan, fuzzed against their oracles (tests/fuzz):
+# make test gives it 60 s in all; FUZZ_SECONDS=3600 make fuzz hunts longer.
+FUZZ_SECONDS ?= 600
+fuzz: install
+	scripts/ensure-clang.sh
+	TRACEDOC_NATIVE_FUZZ_SECONDS=$(FUZZ_SECONDS) $(BIN)/python -m pytest tests/fuzz
 
 bench: install
 	$(BIN)/python -m pip install -q -e '.[bench]'

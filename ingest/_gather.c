@@ -4,12 +4,16 @@
  * drops each parsed chunk once no later slice reads it. With Arrow's take a slice went through
  * three copies (a take per chunk, a concatenation, a take back into slice order); here each row
  * is copied once, straight to its place. Every index and offset is checked against the buffers
- * it points into: a bad one is a ValueError, never a read or write outside them.
+ * it points into: a bad one is a ValueError, never a read or write outside them. Fuzzed under
+ * AddressSanitizer and UBSan against a plain Python copy by tests/fuzz in make test.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
+
+/* Whether a buffer may be read as an array of `type` (a memoryview can start anywhere). */
+#define ALIGNED(p, type) ((uintptr_t)(p) % sizeof(type) == 0)
 
 typedef struct {
     Py_buffer offsets, data;
@@ -46,19 +50,36 @@ static PyObject *take_strings(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "take_strings: rows, chunk ids and offsets differ in length");
         goto fail;
     }
-    for (Py_ssize_t k = 0; k < n_chunks; k++) {  /* (offsets int32, data) or None: dropped */
+    if (written < 0 || written > out.len) {
+        PyErr_SetString(PyExc_ValueError, "take_strings: written is outside the output");
+        goto fail;
+    }
+    if (!ALIGNED(chunk_of.buf, int64_t) || !ALIGNED(within.buf, int64_t) || !ALIGNED(out_offsets.buf, int32_t)) {
+        PyErr_SetString(PyExc_ValueError, "take_strings: an index or offset buffer is not aligned");
+        goto fail;
+    }
+    /* (offsets int32, data) or None: dropped. The list's size is read again each time: it is
+     * the caller's and could change while a buffer is asked for. */
+    for (Py_ssize_t k = 0; k < n_chunks && k < PyList_GET_SIZE(sources); k++) {
         PyObject *item = PyList_GET_ITEM(sources, k);
         if (item == Py_None) continue;
         if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2) {
             PyErr_SetString(PyExc_TypeError, "take_strings: a source is (offsets, data) or None");
             goto fail;
         }
-        if (PyObject_GetBuffer(PyTuple_GET_ITEM(item, 0), &chunks[k].offsets, PyBUF_SIMPLE) < 0) goto fail;
-        if (PyObject_GetBuffer(PyTuple_GET_ITEM(item, 1), &chunks[k].data, PyBUF_SIMPLE) < 0) {
+        Py_INCREF(item);
+        int got = PyObject_GetBuffer(PyTuple_GET_ITEM(item, 0), &chunks[k].offsets, PyBUF_SIMPLE);
+        if (got == 0 && PyObject_GetBuffer(PyTuple_GET_ITEM(item, 1), &chunks[k].data, PyBUF_SIMPLE) < 0) {
             PyBuffer_Release(&chunks[k].offsets);
+            got = -1;
+        }
+        Py_DECREF(item);
+        if (got < 0) goto fail;
+        chunks[k].held = 1;
+        if (!ALIGNED(chunks[k].offsets.buf, int32_t)) {
+            PyErr_SetString(PyExc_ValueError, "take_strings: an offset buffer is not aligned");
             goto fail;
         }
-        chunks[k].held = 1;
     }
     const int64_t *of = chunk_of.buf, *at = within.buf;
     int32_t *ends = out_offsets.buf;
@@ -70,11 +91,12 @@ static PyObject *take_strings(PyObject *self, PyObject *args) {
         if (k < 0 || k >= n_chunks || !chunks[k].held) { bad = "a row of a dropped or missing chunk"; break; }
         const int32_t *off = chunks[k].offsets.buf;
         Py_ssize_t n_off = chunks[k].offsets.len / (Py_ssize_t)sizeof(int32_t);
-        if (r < 0 || r + 1 >= n_off) { bad = "a row past its chunk"; break; }
+        if (r < 0 || r >= n_off - 1) { bad = "a row past its chunk"; break; }
         int32_t a = off[r], b = off[r + 1];
         if (a < 0 || b < a || b > chunks[k].data.len) { bad = "offsets outside their data"; break; }
         if (written + (b - a) > out.len || written + (b - a) > INT32_MAX) { bad = "more text than the output holds"; break; }
-        memcpy(dst + written, (const char *)chunks[k].data.buf + a, (size_t)(b - a));
+        /* memmove: a caller may hand the output in as a source too */
+        memmove(dst + written, (const char *)chunks[k].data.buf + a, (size_t)(b - a));
         written += b - a;
         ends[i] = (int32_t)written;
     }

@@ -4,9 +4,13 @@
  * The scanner validates the whole window as strict JSON and records, per event, the raw text
  * of the few keys the event table needs (top level: ph, cat, name, pid, tid, ts, dur, args;
  * inside an `args` object: the keys that feed columns) and a type tag for each; the integers
- * of pid, tid and the args keys it parses too. Python turns the texts into columns with Arrow
- * (ts and dur are parsed there) and decodes the rare values it cannot take as they are
- * (escaped strings, odd types, integers beyond int64) with msgspec.
+ * of pid, tid and the args keys it parses too (before the outputs are cut to size: a cut may
+ * move them). Python turns the texts into columns with Arrow (ts and dur are parsed there)
+ * and decodes the rare values it cannot take as they are (escaped strings, odd types,
+ * integers beyond int64) with msgspec.
+ *
+ * Public C API only (bytearrays, cut with PyByteArray_Resize); built with AddressSanitizer,
+ * UBSan and libFuzzer's coverage by tests/fuzz, which fuzzes it against msgspec in make test.
  *
  * It is a fast path, never the judge: anything it is not sure msgspec would read the same
  * way (an event that is not an object, a key that is repeated or escaped, a \u escape of a
@@ -62,7 +66,7 @@ typedef struct {
     int64_t *spans;       /* [start, end) of each event */
     unsigned char *long_digits;  /* 1: the event's args text holds a run of LONG_RUN+ digits */
     Py_ssize_t events;
-    PyObject *owners[N_OUT];     /* the bytes objects those buffers are: handed over as they are */
+    PyObject *owners[N_OUT];     /* the bytearrays those buffers are: handed over as they are */
 } Scanner;
 
 static size_t TOP_LEN[N_TOP], ARG_LEN[N_ARG];
@@ -298,11 +302,12 @@ static void free_output(Scanner *z) {
     for (int k = 0; k < N_OUT; k++) Py_CLEAR(z->owners[k]);
 }
 
-/* A bytes object of `size` for output `slot`, written in place while the GIL is released and
- * cut to what was written at the end: no copy of the output (untouched pages cost nothing). */
+/* A bytearray of `size` for output `slot`, written in place while the GIL is released and
+ * cut to what was written at the end (`finish_output`): no copy of the output (untouched pages
+ * cost nothing). */
 static char *new_output(Scanner *z, int slot, size_t size) {
-    z->owners[slot] = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(size ? size : 1));
-    return z->owners[slot] ? PyBytes_AS_STRING(z->owners[slot]) : NULL;
+    z->owners[slot] = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)(size ? size : 1));
+    return z->owners[slot] ? PyByteArray_AS_STRING(z->owners[slot]) : NULL;
 }
 
 static int alloc_output(Scanner *z) {
@@ -321,16 +326,23 @@ static int alloc_output(Scanner *z) {
     return 0;
 }
 
-/* The outputs cut to the bytes written. */
+/* The outputs cut to the bytes written. A resize may move a buffer: every pointer into the
+ * outputs is dropped first, so nothing reads them after this (the integers are parsed before). */
 static int finish_output(Scanner *z) {
     Py_ssize_t n = z->events;
+    z->spans = NULL;
+    z->long_digits = NULL;
     for (int k = 0; k < N_KEYS; k++) {
-        Py_ssize_t used[3] = {n, (n + 1) * (Py_ssize_t)sizeof(int32_t), (Py_ssize_t)z->cols[k].len};
+        Column *c = &z->cols[k];
+        Py_ssize_t used[3] = {n, (n + 1) * (Py_ssize_t)sizeof(int32_t), (Py_ssize_t)c->len};
+        c->tags = NULL;
+        c->offsets = NULL;
+        c->data = NULL;
         for (int j = 0; j < 3; j++)
-            if (_PyBytes_Resize(&z->owners[3 * k + j], used[j]) < 0) return -1;
+            if (PyByteArray_Resize(z->owners[3 * k + j], used[j]) < 0) return -1;
     }
-    if (_PyBytes_Resize(&z->owners[3 * N_KEYS], n * 2 * (Py_ssize_t)sizeof(int64_t)) < 0) return -1;
-    return _PyBytes_Resize(&z->owners[3 * N_KEYS + 1], n);
+    if (PyByteArray_Resize(z->owners[3 * N_KEYS], n * 2 * (Py_ssize_t)sizeof(int64_t)) < 0) return -1;
+    return PyByteArray_Resize(z->owners[3 * N_KEYS + 1], n);
 }
 
 /* A JSON integer's text (the grammar is checked) as int64; 0 when it is beyond int64. */
@@ -454,6 +466,8 @@ static PyObject *scan(PyObject *self, PyObject *arg) {
         Py_INCREF(out);
         goto done;
     }
+    /* the integers first: they are read from the outputs, which finish_output may move */
+    if (!(numbers = scan_numbers(z))) goto done;
     if (finish_output(z) < 0) goto done;
     columns = PyTuple_New(N_KEYS);
     if (!columns) goto done;
@@ -462,7 +476,6 @@ static PyObject *scan(PyObject *self, PyObject *arg) {
         if (!one) goto done;
         PyTuple_SET_ITEM(columns, k, one);
     }
-    if (!(numbers = scan_numbers(z))) goto done;
     out = Py_BuildValue("(nOOOO)", z->events, z->owners[3 * N_KEYS], columns, z->owners[3 * N_KEYS + 1], numbers);
 done:
     PyBuffer_Release(&view);
@@ -481,16 +494,26 @@ static PyMethodDef METHODS[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef MODULE = {PyModuleDef_HEAD_INIT, "_scan", NULL, -1, METHODS};
+static struct PyModuleDef MODULE = {PyModuleDef_HEAD_INIT, "_scan", NULL, -1, METHODS, NULL, NULL, NULL, NULL};
 
 PyMODINIT_FUNC PyInit__scan(void) {
     init_tables();
     PyObject *m = PyModule_Create(&MODULE);
     if (!m) return NULL;
-    PyObject *top = PyTuple_New(N_TOP + N_ARG);
-    if (!top) return NULL;
-    for (int k = 0; k < N_TOP; k++) PyTuple_SET_ITEM(top, k, PyUnicode_FromString(TOP_KEYS[k]));
-    for (int k = 0; k < N_ARG; k++) PyTuple_SET_ITEM(top, N_TOP + k, PyUnicode_FromString(ARG_KEYS[k]));
-    if (PyModule_AddObject(m, "KEYS", top) < 0) return NULL;
+    PyObject *keys = PyTuple_New(N_KEYS);
+    if (!keys) goto fail;
+    for (int k = 0; k < N_KEYS; k++) {
+        PyObject *key = PyUnicode_FromString(k < N_TOP ? TOP_KEYS[k] : ARG_KEYS[k - N_TOP]);
+        if (!key) goto fail;
+        PyTuple_SET_ITEM(keys, k, key);
+    }
+    int added = PyModule_AddObjectRef(m, "KEYS", keys);
+    Py_DECREF(keys);
+    if (added < 0) goto fail_module;
     return m;
+fail:
+    Py_XDECREF(keys);
+fail_module:
+    Py_DECREF(m);
+    return NULL;
 }
