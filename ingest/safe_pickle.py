@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ingest.events import ParseError
-from ingest.io import read_all
+from ingest.io import env_int, read_all
 
 # Snapshots of long runs reach hundreds of MiB; beyond this we refuse rather than swap.
 MAX_PICKLE_BYTES = 2 * 1024**3
@@ -53,16 +53,127 @@ class _RefusingUnpickler(pickle.Unpickler):
 
 
 def loads(data: bytes, path: str | Path) -> Any:
-    """Plain Python data from pickle bytes, or ParseError(path, 'byte N', why)."""
+    """Plain Python data from pickle bytes, or ParseError(path, 'byte N', why). The data is
+    also held to objects_allowed() (see check_objects) before anyone walks it."""
     path = str(path)
     if not is_pickle(data[:2]):
         raise ParseError(path, "byte 0", "a pickle of protocol 2-5 (header 0x80 0x02..0x05)")
     unpickler = _RefusingUnpickler(io.BytesIO(data))
     try:
-        return unpickler.load()
+        value = unpickler.load()
     except Exception as e:  # any failure: locate it with the inspect-only pass
         where, what = _locate_problem(data, unpickler.refused)
         raise ParseError(path, where, what or f"a well-formed pickle ({type(e).__name__}: {e})") from None
+    check_objects(value, path, len(data))
+    return value
+
+
+# What the data of one pickle may expand to. A pickle stores a shared object once and refers to
+# it again with a 2-byte memo reference, so 12 KB can hold a list of lists doubling 40 times:
+# cheap to load, but every reader that walks it (a parser copying a value into its attrs, JSON
+# written out for the report) expands it. Counted as readers see it: a shared object once per
+# reference, a string one object per STRING_CHARS characters.
+OBJECTS_PER_BYTE = 8      # real snapshots: 1.5-2.7 objects per pickle byte
+OBJECTS_FLOOR = 10_000_000
+MAX_OBJECTS = 2_000_000_000
+MAX_DEPTH = 100          # snapshots and flight-recorder dumps nest about 6 levels
+STRING_CHARS = 64
+_CONTAINERS = (dict, list, tuple, set, frozenset)
+
+
+def objects_allowed(pickle_bytes: int) -> int:
+    cap = env_int("TRACEDOC_MAX_PICKLE_OBJECTS", MAX_OBJECTS)
+    return min(cap, max(OBJECTS_FLOOR, pickle_bytes * OBJECTS_PER_BYTE))
+
+
+def check_objects(value: Any, path: str, pickle_bytes: int) -> int:
+    """The objects `value` expands to (see above), or ParseError naming where in the data the
+    bound, the nesting bound or a cycle was met. Each distinct container is walked once (its
+    expanded size is remembered), so this costs the pickle's size, not the expansion's."""
+    allowed = objects_allowed(pickle_bytes)
+    if not isinstance(value, _CONTAINERS):
+        return _leaf(value)
+    sizes: dict[int, int] = {}      # id -> expanded size of a container already walked
+    on_path = {id(value)}
+    # a frame: [container, iterator over its children, how it was reached, objects under it,
+    #           children seen]
+    stack: list[list] = [_frame(value, _TOP)]
+    total = 1
+    while stack:
+        frame = stack[-1]
+        is_dict = isinstance(frame[0], dict)
+        for child in frame[1]:
+            frame[4] += 1
+            if is_dict:
+                key, child = child
+                cost = _leaf(key) if not isinstance(key, _CONTAINERS) else check_objects(key, path, pickle_bytes)
+                frame[3] += cost
+                total += cost
+            if isinstance(child, _CONTAINERS):
+                known = sizes.get(id(child))
+                if known is None:
+                    label = _label(frame)
+                    if id(child) in on_path:
+                        raise ParseError(path, _where(stack, label), "plain data without cycles (an object "
+                                         "that contains itself)")
+                    if len(stack) >= MAX_DEPTH:
+                        raise ParseError(path, _where(stack, label), f"data nested at most {MAX_DEPTH} levels deep")
+                    stack.append(_frame(child, label))
+                    on_path.add(id(child))
+                    total += 1
+                    if total > allowed:
+                        raise _too_many(path, stack, None, allowed, pickle_bytes)
+                    break
+                cost = known
+            else:
+                cost = _leaf(child)
+            frame[3] += cost
+            total += cost
+            if total > allowed:
+                raise _too_many(path, stack, _label(frame), allowed, pickle_bytes)
+        else:
+            stack.pop()
+            on_path.discard(id(frame[0]))
+            sizes[id(frame[0])] = frame[3]
+            if stack:
+                stack[-1][3] += frame[3]
+    return total
+
+
+_TOP = object()
+
+
+def _frame(container: Any, label: Any) -> list:
+    return [container, iter(container.items() if isinstance(container, dict) else container), label, 1, 0]
+
+
+def _label(frame: list) -> Any:
+    """The key (a dict) or index of the child the frame's iterator gave last."""
+    if isinstance(frame[0], dict):
+        return list(frame[0])[frame[4] - 1] if frame[4] else None
+    return frame[4] - 1
+
+
+def _leaf(value: Any) -> int:
+    if isinstance(value, (str, bytes, bytearray)):
+        return 1 + len(value) // STRING_CHARS
+    return 1
+
+
+def _where(stack: list[list], label: Any) -> str:
+    keys = [f[2] for f in stack[1:]] + ([] if label is None else [label])
+    labels = [f"[{k!r:.40}]" for k in keys]
+    if len(labels) > 8:  # a deep path: its start (the key people know) and its end
+        labels = labels[:4] + [f"...({len(labels) - 6} levels)..."] + labels[-2:]
+    return "at " + ("".join(labels) or "the top level")
+
+
+def _too_many(path: str, stack: list[list], label: Any, allowed: int, pickle_bytes: int) -> ParseError:
+    return ParseError(path, _where(stack, label),
+                      f"at most {allowed:,} objects for a pickle of {pickle_bytes:,} bytes ({OBJECTS_PER_BYTE} "
+                      f"per byte, at least {OBJECTS_FLOOR:,}; TRACEDOC_MAX_PICKLE_OBJECTS in all), counting a "
+                      "shared object once per reference: its shared references repeat objects without storing "
+                      "them (possible pickle bomb)")
 
 
 def load_path(path: str | Path, limit: int = MAX_PICKLE_BYTES) -> Any:
