@@ -7,9 +7,11 @@ snapshot is in the trace, from the allocator's own `oom` action and segments.
 - process cap:   the device had room (F >= R) or a cap far below capacity is printed
 - capacity:      the request alone exceeds the device, or live tensors + request exceed what
                  the process could ever hold (A + R > F + Rsv)
-- fragmentation: the request would fit in free + cached memory (R <= F + U) and the cache is a
-                 material share of what is reserved, yet no block was big enough
-A rule that says "fragmentation" on R < U alone is wrong when U is a sliver of the pool.
+- fragmentation: the cache alone could hold the request (U >= R), or free + cached memory could with a
+                 margin (R + margin <= F + U), yet no block was big enough. The allocator frees every
+                 cached segment with no live block and retries before it raises, so the U it reports is
+                 held in segments split among live tensors: a U above R that could not serve it is
+                 fragmentation however small a share of the device it is.
 """
 from __future__ import annotations
 
@@ -142,6 +144,20 @@ def classify(f: dict) -> tuple[str, str]:
             return "fragmentation", (f"{_b(U)} ({share:.0%} of the {_b(Rsv)} reserved) was cached "
                                      f"but unallocated, enough for the {_b(R)} request, yet no free block "
                                      "was large enough" + _snapshot_detail(f, R))
+        if U >= R > 0:
+            # the allocator retries after freeing every cached segment that holds no tensor: what stays
+            # cached is split among live blocks, so a cache larger than the request that still could
+            # not serve it is fragmentation, whatever share of the device it is
+            return "fragmentation", (f"{_b(U)} was cached but unallocated ({share:.1%} of the {_b(Rsv)} reserved), "
+                                     f"more than the {_b(R)} request, yet the allocator's free-and-retry found no "
+                                     "block large enough: the cache is split among live tensors"
+                                     + _snapshot_detail(f, R))
+        margin = max(ROOM_MARGIN_BYTES, ROOM_MARGIN_SHARE * (T or 0))
+        if R + margin <= room and U >= margin:
+            return "fragmentation", (f"{_b(F or 0)} free on the device plus {_b(U)} cached but unallocated "
+                                     f"({share:.0%} of the {_b(Rsv)} reserved) is {_b(room)}, enough for the "
+                                     f"{_b(R)} request, yet no free block or region was large enough: the memory "
+                                     "left is in pieces" + _snapshot_detail(f, R))
         if R > room:
             return "capacity", (f"live tensors hold {_b(A or Rsv - U)}; free plus cached memory ({_b(room)}) "
                                 f"cannot hold the {_b(R)} request")

@@ -31,7 +31,8 @@ LOGS = {
     "cuda_oom_framepack_369.log": ("cuda_oom.capacity", "error"),
     "cuda_oom_ipassr_9_torch20_fragmentation.log": ("cuda_oom.capacity", "error"),
     "cuda_oom_mgfn_35_torch21_capacty.log": ("cuda_oom.fragmentation", "error"),
-    "cuda_oom_pytorch_16417_torch22.log": ("cuda_oom.capacity", "error"),
+    # 194.87 MiB cached but unallocated, a 22 MiB request: fragmentation (issue 33), not capacity
+    "cuda_oom_pytorch_16417_torch22.log": ("cuda_oom.fragmentation", "error"),
     "cuda_oom_unilm_137_legacy_2020.log": ("cuda_oom.capacity", "error"),
     "cudagraph_capture_ktransformers_85_not_permitted.log": ("cuda_graph.host_sync_in_capture", "error"),
     "cudagraph_capture_oom_sglang_5285.log": ("cuda_graph.capture_oom", "error"),

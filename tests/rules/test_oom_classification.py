@@ -21,9 +21,17 @@ def figures(**gib):
     # R 1.70 fits into the 2.30 GiB cache, which is 44 % of what is reserved
     ("mgfn", figures(tried_to_allocate=1.70, total_capacity=6.00, free=0.0, allocated_by_pytorch=2.93,
                      reserved_unallocated=2.30), "fragmentation"),
-    # R < U but U is 0.8 % of the pool: the device is full of live tensors
+    # R < U though U is 0.8 % of the pool: the allocator freed its empty segments and retried, so the
+    # 194.87 MiB it still caches sits in holes between live tensors and cannot serve a 22 MiB block
+    # (issue 33: reserved-but-unallocated above the request is fragmentation, whatever its share)
     ("pytorch_16417", {"tried_to_allocate": 22 * MIB, "total_capacity": 23.65 * GIB, "free": 11.06 * MIB,
-                       "allocated_by_pytorch": 22.90 * GIB, "reserved_unallocated": 194.87 * MIB}, "capacity"),
+                       "allocated_by_pytorch": 22.90 * GIB, "reserved_unallocated": 194.87 * MIB}, "fragmentation"),
+    # U a sliver below R and F + U short of R with no margin: the device is full
+    ("full_sliver", {"tried_to_allocate": 524 * MIB, "total_capacity": 15.77 * GIB, "free": 137.12 * MIB,
+                     "allocated_by_pytorch": 13.81 * GIB, "reserved_unallocated": 121.43 * MIB}, "capacity"),
+    # U < R but F + U exceeds R by far more than the rounding margin: the memory left is in pieces
+    ("free_plus_cache", figures(tried_to_allocate=1.96, total_capacity=79.18, free=1.08, allocated_by_pytorch=75.31,
+                                reserved_unallocated=1.83), "fragmentation"),
     # a cap far below capacity with the device mostly free
     ("cap", figures(tried_to_allocate=4.47, total_capacity=139.8, free=130.7, allowed=8.39), "process_cap"),
     # a snapshot's oom action: the device had room, the process was refused

@@ -102,6 +102,7 @@ class Traceback:
     message: list[str] = field(default_factory=list)
     header: bool = False
     state: str = "frames"  # frames -> message
+    frame_indent: int = 1 << 30  # the least indentation of a "File ..." line
 
     @classmethod
     def start(cls, line: Line) -> "Traceback":
@@ -116,6 +117,14 @@ class Traceback:
                 self.header = True
             elif (m := _FRAME.match(body)):
                 self.frames.append({"file": m.group(1), "line": int(m.group(2)), "func": (m.group(3) or "").strip()})
+                self.frame_indent = min(self.frame_indent, len(body) - len(body.lstrip()))
+            elif self.frames and body[:1] in (" ", "\t") and len(body) - len(body.lstrip()) < self.frame_indent \
+                    and ": " in body and (exc := exception_name(body.strip())) is not None:
+                # a traceback quoted inside an indented record (torchelastic's failure summary): the
+                # exception line sits left of the frames, as it does in a plain traceback
+                self.exception = exc[0]
+                self.message = [body.strip()]
+                self.state = "message"
             elif body[:1] in (" ", "\t") and body.strip():
                 if not self.frames and not self.header and GraphBreak.starts(line):
                     return False  # indented text, then a Dynamo explanation: not a traceback after all

@@ -157,13 +157,28 @@ def record_incomplete(text: str) -> bool:
     for start, tail in _COMPLETE:
         if start in text and not tail.search(text):
             return True
+    if _oom_cut(text):
+        return True
     m = _CUDA_ERROR_TEXT.search(text) if "watchdog thread terminated" in text else None
     if m and not find_cuda_error(text) and _cut_message(text):
         return True
     return False
 
 
-_PHRASES = ("Watchdog caught collective operation timeout", "WorkNCCL(", "SeqNum=", "OpType=", "NumelIn=",
+# XLA's out-of-memory status cut by a terminal or a logger before its size ("Resource exhausted: Out" /
+# "of memory while trying to allocate 5520758552 bytes.")
+_OOM_PHRASE = "Out of memory while trying to allocate"
+_EXHAUSTED = re.compile(r"(?:[Rr]esource exhausted|RESOURCE_EXHAUSTED): ?([A-Za-z ]{0,40})$")
+
+
+def _oom_cut(text: str) -> bool:
+    if "xhausted" not in text[-80:] and "XHAUSTED" not in text[-80:]:
+        return False
+    m = _EXHAUSTED.search(text.rstrip())
+    return bool(m) and _OOM_PHRASE.startswith(m.group(1).strip()) and len(text) < 4096
+
+
+_PHRASES = ("Out of memory while trying to allocate", "Watchdog caught collective operation timeout", "WorkNCCL(", "SeqNum=", "OpType=", "NumelIn=",
             "NumelOut=", "Timeout(ms)=", "milliseconds before timing out", "detected by watchdog at work",
             "last enqueued", "last completed", "message truncated", "bytes instead of", "CUDA error: ",
             "may be stuck", "seconds exceeded", "threads to join")
@@ -262,6 +277,10 @@ _TRANSPORT = (
     ("socket", re.compile(r"\bsocket\w{0,24}: ?[^\n]{0,120}?(?:failed|Connection (?:reset|closed|refused|timed out)|"
                           r"exceeded (?:error )?retr)[^\n]{0,80}")),
     ("socket", re.compile(r"\bSocket (?:recv|send) failed[^\n]{0,80}")),
+    # any warning NCCL's socket layer prints names its failure ("wrong type 4 != 3", "wrong magic"),
+    # and NCCL <= 2.3 printed the failed call itself ("include/socket.h:185 WARN Call to connect failed")
+    ("socket", re.compile(r"(?:misc/socket\.cc|include/socket\.h|socket\.h):\d{1,6} (?:NCCL )?WARN [^\n]{1,200}")),
+    ("socket", re.compile(r"\bCall to (?:connect|accept|bind|listen|recv|send|socket|poll) failed ?:? ?[^\n]{0,80}")),
     ("socket", re.compile(r"NET/Socket\w{0,8} ?: ?[^\n]{0,80}?(?:failed|error|Connection (?:reset|closed))[^\n]{0,80}")),
     ("OFI", re.compile(r"NET/OFI\b[^\n]{0,120}?(?:error|failed)[^\n]{0,80}")),
     ("bootstrap", re.compile(r"Bootstrap ?: ?(?:no socket interface found|[^\n]{0,80}?failed)[^\n]{0,80}")),
@@ -269,13 +288,14 @@ _TRANSPORT = (
                     r"Net : Connection closed[^\n]{0,80}|Connection closed by remote peer[^\n]{0,80}")),
     ("", re.compile(r"ncclSystemError: System call \(e\.g\. socket[^\n]{0,80}")),
 )
+_RETRYING = re.compile(r"\bretrying\b|will retry|\bretry \d{1,4}/\d{1,4}")
 # a reset connection is NCCL's only when NCCL, c10d or their store said so (not an HTTP client)
 _RESET = re.compile(r"Connection reset by peer")
 _RESET_CONTEXT = re.compile(r"NCCL|nccl|socket|c10d|ProcessGroup|Dist\w{0,12}Error|store|[Bb]ootstrap|NET/")
 
 # What a line must contain for transport_failure to match (the prefilter's words, case-insensitive)
 TRANSPORT_WORDS = ("net/ib", "ibv_", "socket", "net/ofi", "bootstrap", "remote process exited", "ncclremoteerror",
-                   "connection closed", "ncclsystemerror", "connection reset by peer")
+                   "connection closed", "ncclsystemerror", "connection reset by peer", "call to ")
 
 
 def transport_failure(body: str) -> dict | None:
@@ -294,6 +314,8 @@ def transport_failure(body: str) -> dict | None:
         return attrs
     for transport, rx in _TRANSPORT:
         m = rx.search(body)
+        if m and _RETRYING.search(body):
+            return None  # NCCL >= 2.24 logs each connect attempt it will retry; the last one warns
         if m:
             return {"transport": transport or _guess_transport(body), "detail": m.group(0).strip(" '\".,;")[:240]}
     m = _RESET.search(body)

@@ -52,7 +52,13 @@ _BARE_OOM = (
     ("cuda_error", re.compile(r"(?:CUDA|HIP) error: out of memory|cuda runtime error \(2\) : out of memory|"
                               r"\bcudaErrorMemoryAllocation\b|\bCUDA_ERROR_OUT_OF_MEMORY\b|\bhipErrorOutOfMemory\b|"
                               r"CUDA (?:driver|runtime) error(?: in [^\n]{1,200}?)?: out of memory|"
-                              r"\bcudaMalloc(?:Async|Managed)? failed: out of memory")),
+                              r"\bcudaMalloc(?:Async|Managed)? failed: out of memory|"
+                              # any CUDA/HIP error report whose reason is "out of memory", whatever sits between:
+                              # "CUDA error 2 at ggml-cuda.cu:5509: out of memory", TensorRT's "Cuda Error in
+                              # allocate: 2 (out of memory)", "Error Code 1: Cuda Runtime (out of memory)",
+                              # "CUDA error 2 allocating 2147747325-byte buffer: out of memory"
+                              r"\b(?:CUDA|Cuda|cuda|HIP|hip)[ _]?(?:[Ee]rror|ERROR|[Ff]ailure|Runtime|[Dd]river)\b"
+                              r"[^\n]{0,120}?[(:] ?out of memory\b")),
     # the exception class names the failure even when the message is cut ("Allocation on device");
     # an exception line, not "except torch.OutOfMemoryError:" in printed source
     ("torch_async", re.compile(r"Allocation on device \d{1,3} would exceed allowed memory|"
@@ -92,7 +98,16 @@ _REQUESTS = (
     re.compile(r"ran out of memory trying to allocate " + _SIZE),
     re.compile(r"Requested amount of GPU memory \((\d{1,20}) bytes\)"),
     re.compile(r"allocating (\d+(?:\.\d+)? MiB) on device \d{1,3}: cudaMalloc failed"),
+    re.compile(r"allocating (\d{1,20})-byte buffer"),                      # TensorRT's autotuner
+    re.compile(r"Requested size was (\d{1,20}) bytes"),                    # TensorRT's OutOfMemory
 )
+# TensorRT's builder skips a tactic whose workspace it cannot allocate and tries the next: not a
+# failure unless the build then finds no implementation at all (logs.parser holds it until then)
+TACTIC_SKIPPED = re.compile(r"Skipping tactic \S{1,40} due to (?:exception|Myelin error)|"
+                            r"(?:GPU memory allocation error|cuda error) during (?:getBestTactic|timeReformat)", re.I)
+TRT_BUILD_FAILED = re.compile(r"Could not find any implementation for node|Engine could not be created|"
+                              r"Assertion engine ?!= ?nullptr failed|Unable to create engine|"
+                              r"Failed to (?:build|create) (?:the )?(?:TensorRT )?engine|buildSerializedNetwork[^\n]{0,80}Error")
 _XLA_FREE = re.compile(r"There are " + _XLA_SIZE + r" free, " + _XLA_SIZE + r" reserved,? and " + _XLA_SIZE
                        + r" reservable")
 _TF_TENSOR = re.compile(r"OOM when allocating tensor (?:with|of) shape ?\[([\d, ]{0,200})\] and type (\w{1,20})")

@@ -34,7 +34,7 @@ from ingest.parsers.logs.cuda import cuda_error_attrs, find_cuda_error
 from ingest.parsers.logs.dynamo import DynamoReport, unsupported_from_frames
 from ingest.parsers.logs.lines import LineHit, classify
 from ingest.parsers.logs.nccl import MAX_WRAP_LINES, C10Backtrace, join_wrapped, record_incomplete
-from ingest.parsers.logs.oom import parse_oom
+from ingest.parsers.logs.oom import TACTIC_SKIPPED, TRT_BUILD_FAILED, parse_oom
 from ingest.parsers.logs.prefix import split_line
 
 FORMAT = "log"
@@ -80,6 +80,7 @@ class LogParser:
         self.pg_state: dict[tuple, dict] = {}
         self.recent_errors: dict[tuple, tuple[int, str]] = {}  # (name, body) -> (line no, loc)
         self.wrap: list[Line] = []          # an NCCL record cut by a terminal/logger wrap, still open
+        self.tactic_oom: LineHit | None = None  # TensorRT skipped a tactic for want of memory
 
     # --- reading ---------------------------------------------------------------------------
     def run(self, path: Path) -> None:
@@ -244,6 +245,7 @@ class LogParser:
             self._emit([line], LineHit("log", "ChainedException", {"after": self.last_traceback_loc}))
             return
         finding = classify(body) or LineHit("log", _origin_name(line))
+        finding = self._tensorrt_build(body, finding)
         if finding.kind in ("error", "oom"):
             finding = self._unless_repeated(line, finding)
         if finding.name == "NCCLWatchdogTimeout":
@@ -254,6 +256,19 @@ class LogParser:
             self.pg_state.setdefault(key, {}).update(
                 {k: v for k, v in finding.attrs.items() if k.startswith(("last_", "pg_"))})
         self._emit(lines, finding)
+
+    def _tensorrt_build(self, body: str, finding: LineHit) -> LineHit:
+        """TensorRT's builder retries with the next tactic when one cannot get its memory: a
+        warning, until the build fails for want of any tactic; then that failure is the OOM."""
+        if finding.kind == "oom" and TACTIC_SKIPPED.search(body):
+            self.tactic_oom = finding
+            return LineHit("log", "TensorRTTacticSkipped", dict(finding.attrs), "warning")
+        if self.tactic_oom is not None and finding.kind != "oom" and TRT_BUILD_FAILED.search(body):
+            oom, self.tactic_oom = self.tactic_oom, None
+            attrs = dict(oom.attrs) | {"wording": "tensorrt", "framework": "tensorrt",
+                                       "build_failure": body.strip()[:300]}
+            return LineHit("oom", "OutOfMemoryError", attrs, "error", oom.value, oom.unit)
+        return finding
 
     def _unless_repeated(self, line: Line, finding: LineHit) -> LineHit:
         """Tools print one error twice (raw, then through their logger): one event, and the
