@@ -5,10 +5,12 @@ json_format), gzip bounded as uploaded artifacts are (ingest/io.py)."""
 from __future__ import annotations
 
 import base64
+import dataclasses
 import gzip
 import io
 import json
 
+import re2
 from google.protobuf import json_format
 from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
@@ -25,6 +27,18 @@ class BadRequest(ValueError):
     """The body is not an export request in the announced encoding."""
 
 
+class TooLarge(BadRequest):
+    """The body would cost more than the web process spends on one request (413)."""
+
+
+# Past its first MiB, a gzip body may expand at most the artifact ratio (ingest/io.py) times
+# its compressed size: the artifacts' 64 MiB floor is for a worker, not for a web thread.
+GZIP_FLOOR_BYTES = 1024**2
+MAX_DEPTH = 64  # json_format's own bound, checked before json.loads recurses
+_JSON_STRING = re2.compile(rb'"(?:[^"\\]|\\.)*"')
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+
+
 def media_type(content_type: str) -> str:
     return (content_type or "").split(";")[0].strip().lower()
 
@@ -32,15 +46,33 @@ def media_type(content_type: str) -> str:
 def gunzip(body: bytes, limit: int) -> bytes:
     """The decompressed body, at most `limit` bytes and within the bomb ratio of ingest/io.py."""
     compressed = io.BytesIO(body)
-    reader = BoundedReader(gzip.GzipFile(fileobj=compressed, mode="rb"), DecompressionBound.from_env(limit),
-                           "request body", compressed.tell)
+    bound = dataclasses.replace(DecompressionBound.from_env(limit), floor=GZIP_FLOOR_BYTES)
+    reader = BoundedReader(gzip.GzipFile(fileobj=compressed, mode="rb"), bound, "request body", compressed.tell)
     try:
         with io.BufferedReader(reader) as stream:
             return stream.read()
     except (OSError, EOFError) as e:  # gzip.BadGzipFile is an OSError
         raise BadRequest(f"Content-Encoding gzip, but the body is not a whole gzip stream ({e})") from None
     except ParseError as e:
-        raise BadRequest(str(e)) from None
+        raise TooLarge(str(e)) from None
+
+
+def check_json_shape(body: bytes, max_objects: int) -> None:
+    """Before json.loads: at most `max_objects` objects and arrays, nested at most MAX_DEPTH deep
+    (counted on the body without its strings: linear time, C speed but for the brackets, which
+    are few once counted). TooLarge or BadRequest otherwise."""
+    structure = _JSON_STRING.sub(b"", body)
+    containers = structure.count(b"{") + structure.count(b"[")
+    if containers > max_objects:
+        raise TooLarge(f"a JSON export request may hold at most {max_objects:,} objects and arrays "
+                       f"(TRACEDOC_OTLP_MAX_OBJECTS); this one holds {containers:,}: send fewer spans per request")
+    depth = deepest = 0
+    for bracket in structure.translate(None, _NOT_BRACKETS):
+        depth += 1 if bracket in b"[{" else -1
+        if depth > deepest:
+            deepest = depth
+            if deepest > MAX_DEPTH:
+                raise BadRequest(f"not an ExportTraceServiceRequest in {JSON}: nested deeper than {MAX_DEPTH} levels")
 
 
 def parse_request(body: bytes, kind: str) -> ExportTraceServiceRequest:

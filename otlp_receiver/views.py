@@ -56,7 +56,11 @@ def export_traces(request: HttpRequest) -> HttpResponse:
             body = decode.gunzip(body, limit)
         elif encoding not in ("", "identity"):
             return _answer(415, f"Content-Encoding {encoding!r}: only gzip is accepted", kind)
+        if kind == decode.JSON:
+            decode.check_json_shape(body, settings.TRACEDOC_OTLP_MAX_OBJECTS)
         parts = split(decode.parse_request(body, kind), settings.TRACEDOC_OTLP_WINDOW_SECONDS)
+    except decode.TooLarge as e:
+        return _answer(413, str(e), kind)
     except decode.BadRequest as e:
         return _answer(400, str(e), kind)
     except ValidationError as e:

@@ -367,6 +367,10 @@ CELERY_BEAT_SCHEDULE = {
 TRACEDOC_OTLP_WINDOW_SECONDS = envint("TRACEDOC_OTLP_WINDOW_SECONDS", 300)
 TRACEDOC_OTLP_GRACE_SECONDS = envint("TRACEDOC_OTLP_GRACE_SECONDS", 30)
 TRACEDOC_OTLP_MAX_REQUEST_BYTES = envint("TRACEDOC_OTLP_MAX_REQUEST_BYTES", 32 * 1024**2)
+# The web process decodes the body itself, so what it may cost is bounded before decoding: a
+# gzip body expands at most TRACEDOC_MAX_DECOMPRESSION_RATIO times past its first MiB, and a
+# JSON body holds at most this many objects and arrays (a span is ~10-20) nested at most 64 deep.
+TRACEDOC_OTLP_MAX_OBJECTS = envint("TRACEDOC_OTLP_MAX_OBJECTS", 250_000)
 
 # --- alerts (alerts app) ---------------------------------------------------------------
 # Where people open tracedoc: alert links to clusters and traces start with it.

@@ -101,7 +101,7 @@ def test_token_size_and_decompression_are_bounded(client, token, window, setting
     bomb = gzip.compress(b" " * (8 * 1024**2))  # expands past the request bound
     answer = client.post("/v1/traces", bomb, content_type="application/json", HTTP_CONTENT_ENCODING="gzip",
                          HTTP_AUTHORIZATION=f"Token {token}")
-    assert answer.status_code == 400 and "decompress" in answer.json()["message"]
+    assert answer.status_code == 413 and "decompress" in answer.json()["message"]
     garbage = client.post("/v1/traces", b"\xff\x00junk", content_type="application/x-protobuf",
                           HTTP_AUTHORIZATION=f"Token {token}")
     assert garbage.status_code == 400
