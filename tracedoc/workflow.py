@@ -10,10 +10,13 @@ How a trace whose task was lost gets going again:
 - the worker's pool child dies (SIGKILL, out of memory): the message is not acknowledged
   (`acks_late` + `reject_on_worker_lost`) and goes back to the queue at once;
 - the whole worker dies: the broker redelivers the message after its visibility timeout;
-- anything else (a database write that failed, a message lost with the broker): the beat
-  job `reconcile_traces` re-queues a trace in parsing/diagnosing whose heartbeat
-  (`updated_at`) is older than a task may run, as a new run; after a bounded number of
-  attempts the trace fails with a reason instead.
+- the broker loses its queue (a Redis restart without persistence, a flushed queue): the
+  beat job `reconcile_traces` reads the broker's queues and sends a queued trace (received
+  with a run, or parsed) whose run is on none of them, once it is RESEND_QUEUED_AFTER_S old,
+  as a new run; a trace still on a queue (a backlog) is left in its place;
+- anything else (a database write that failed): the beat job re-queues a trace in
+  parsing/diagnosing whose heartbeat (`updated_at`) is older than a task may run, as a new
+  run; after a bounded number of attempts the trace fails with a reason instead.
 
 Several workers, several hosts: every take-over of a trace is a compare-and-set of its
 `run_id` in PostgreSQL (`_new_run`), so a trace is re-queued once however many reconcilers
@@ -29,6 +32,7 @@ job's unsent pass would, after UNSENT_AFTER_S).
 from __future__ import annotations
 
 import logging
+import re
 import uuid
 from datetime import timedelta
 from typing import NamedTuple
@@ -42,6 +46,7 @@ from django.utils import timezone
 from diagnosis.tasks import MAX_DIAGNOSE_ATTEMPTS, diagnose_trace
 from ingest.models import Trace
 from ingest.parts import parse_finished
+from ingest.io import env_int
 from ingest.tasks import MAX_PARSE_ATTEMPTS, parse_trace
 
 log = logging.getLogger(__name__)
@@ -50,12 +55,17 @@ log = logging.getLogger(__name__)
 UNSENT_AFTER_S = 120
 # Beyond the task's hard time limit: the heartbeat of a live task is never older than that.
 STALE_MARGIN_S = 60
+# A trace queued (received with a run, or parsed and waiting for its diagnosis) this long whose
+# message is on none of the broker's queues (a Redis restart without persistence, a flushed
+# queue) is sent again as a new run (TRACEDOC_RESEND_QUEUED_AFTER_S).
+RESEND_QUEUED_AFTER_S = 300
+_RUN_ID = re.compile(rb"[0-9a-f]{32}")  # uuid4().hex; task and correlation ids have dashes
 
 
 class Reconciled(NamedTuple):
     """What one pass of `reconcile_traces` did (trace ids)."""
     sent: list[int]       # uploads whose first message never reached the broker
-    requeued: list[int]   # traces whose task was lost, queued again as a new run
+    requeued: list[int]   # traces whose task was lost (running, or queued and lost with the broker), queued again
     failed: list[int]     # traces that lost their task too many times
 
 
@@ -112,11 +122,69 @@ def stale_after_s() -> int:
     return int(settings.CELERY_TASK_TIME_LIMIT) + STALE_MARGIN_S
 
 
+def runs_on_broker() -> set[str] | None:
+    """The run ids of every task message the broker holds: waiting on a tracedoc queue or
+    taken by a worker and not yet acknowledged. None when the broker cannot be read so (not
+    Redis, or unreachable)."""
+    from tracedoc.celery import app
+    queues = {app.conf.task_default_queue, *getattr(settings, "TRACEDOC_QUEUES", {}).values()}
+    try:
+        with app.connection_for_read() as conn:
+            if "redis" not in conn.transport.driver_type:
+                return None
+            client = conn.default_channel.client
+            found: set[str] = set()
+            for queue in queues:  # the queue and its priority lists (kombu's Redis layout)
+                for key in (queue, *(f"{queue}\x06\x16{p}" for p in (3, 6, 9))):
+                    for message in client.lrange(key, 0, -1):
+                        found.update(m.decode() for m in _RUN_ID.findall(message))
+            for message in client.hvals(conn.default_channel.unacked_key):
+                found.update(m.decode() for m in _RUN_ID.findall(message))
+            return found
+    except Exception as e:  # the broker is down: the unsent pass takes over once it is back
+        log.warning("reconcile: could not read the broker's queues: %s", e)
+        return None
+
+
+def _resend_lost(now, resend_after_s: float) -> list[int]:
+    """Queued traces (received with a run, or parsed) untouched for `resend_after_s` whose run
+    is on no queue of the broker: each gets a new run (a compare-and-set: sent once however
+    many reconcilers look; a message of the old run found later does nothing)."""
+    cutoff = now - timedelta(seconds=resend_after_s)
+    waiting = Trace.objects.filter(state__in=(Trace.State.RECEIVED, Trace.State.PARSED),
+                                   updated_at__lt=cutoff).exclude(run_id="")
+    candidates = list(waiting.values_list("pk", "run_id", "state"))
+    if not candidates:
+        return []
+    on_broker = runs_on_broker()
+    if on_broker is None:
+        return []
+    resent = []
+    for pk, old_run, state in candidates:
+        if old_run in on_broker:
+            continue  # still queued (a backlog): re-sending would put it at the back again
+        # the compare-and-set also wants the trace unmoved: a worker may have taken the message
+        # and moved on between the query and the read of the queues
+        run_id = uuid.uuid4().hex
+        if Trace.objects.filter(pk=pk, run_id=old_run, state=state, updated_at__lt=cutoff).update(
+                run_id=run_id, updated_at=timezone.now()):
+            log.warning("trace %s: %s, but its task is on no queue of the broker (lost with it); sent again",
+                        pk, state)
+            _send(pk, run_id, state)
+            resent.append(pk)
+    return resent
+
+
 @shared_task(name="tracedoc.reconcile_traces")
-def reconcile_traces(unsent_after_s: float = UNSENT_AFTER_S, stale_s: float | None = None) -> Reconciled:
-    """Beat job: send the uploads that never reached the broker; re-queue (or fail, after
-    too many attempts) the traces whose task was lost."""
+def reconcile_traces(unsent_after_s: float = UNSENT_AFTER_S, stale_s: float | None = None,
+                     resend_after_s: float | None = None) -> Reconciled:
+    """Beat job: send the uploads that never reached the broker, and the queued traces whose
+    message the broker lost; re-queue (or fail, after too many attempts) the traces whose task
+    was lost while it ran."""
     now = timezone.now()
+    if resend_after_s is None:
+        resend_after_s = env_int("TRACEDOC_RESEND_QUEUED_AFTER_S", RESEND_QUEUED_AFTER_S)
+    resent = _resend_lost(now, resend_after_s)
     sent = []
     unsent = Trace.objects.filter(state=Trace.State.RECEIVED, run_id="",
                                   created_at__lt=now - timedelta(seconds=unsent_after_s))
@@ -128,7 +196,7 @@ def reconcile_traces(unsent_after_s: float = UNSENT_AFTER_S, stale_s: float | No
     requeued, failed = [], []
     cutoff = now - timedelta(seconds=stale_after_s() if stale_s is None else stale_s)
     stuck = Trace.objects.filter(state__in=(Trace.State.PARSING, Trace.State.PARSED, Trace.State.DIAGNOSING),
-                                 updated_at__lt=cutoff)
+                                 updated_at__lt=cutoff).exclude(pk__in=resent)
     for trace in stuck:
         if _gave_up(trace):
             failed.append(trace.pk)
@@ -139,7 +207,7 @@ def reconcile_traces(unsent_after_s: float = UNSENT_AFTER_S, stale_s: float | No
                         trace.updated_at)
             _send(trace.pk, run_id, trace.state)
             requeued.append(trace.pk)
-    return Reconciled(sent, requeued, failed)
+    return Reconciled(sent, resent + requeued, failed)
 
 
 def _gave_up(trace: Trace) -> bool:
