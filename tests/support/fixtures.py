@@ -98,7 +98,13 @@ class QueuedTasks:
 
     def ids(self) -> list[int]:
         """The first argument (a trace id) of every task queued so far, in order."""
+        self.take()
+        return list(self.seen)
+
+    def take(self) -> list[tuple]:
+        """The arguments of the tasks queued since the last look, taken off the queue."""
         from tracedoc.celery import app
+        taken = []
         with app.connection_for_read() as conn:
             q = conn.SimpleQueue(self.queue)
             while True:
@@ -107,10 +113,11 @@ class QueuedTasks:
                 except q.Empty:
                     break
                 args, _kwargs, _embed = message.decode()
+                taken.append(tuple(args))
                 self.seen.append(args[0])
                 message.ack()
             q.close()
-        return list(self.seen)
+        return taken
 
 
 @pytest.fixture
