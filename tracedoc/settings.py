@@ -229,6 +229,10 @@ TRACEDOC_MAX_UPLOAD_BYTES = envint("TRACEDOC_MAX_UPLOAD_BYTES", 4 * 1024**3)
 # Bound of ?wait= on the upload API: a waiting upload holds a web thread, so a longer wait is cut
 # to this and answered 202 + Location + Retry-After (docs/deployment.md sizes the threads).
 TRACEDOC_MAX_WAIT_SECONDS = envint("TRACEDOC_MAX_WAIT_SECONDS", 10)
+# ... and only so many uploads wait at once in one web process (gunicorn's gthread worker has 4
+# threads): at most this many per user, and in all; past them an upload answers 202 at once.
+TRACEDOC_MAX_WAITING_PER_USER = envint("TRACEDOC_MAX_WAITING_PER_USER", 1)
+TRACEDOC_MAX_WAITING = envint("TRACEDOC_MAX_WAITING", 2)
 # Decompression bombs and expanding pickles are bounded by the parsing engine, which runs
 # without Django (the CLI too), so these are environment variables read there, not settings:
 # TRACEDOC_MAX_DECOMPRESSION_RATIO (100), TRACEDOC_DECOMPRESSION_FLOOR_BYTES (64 MiB),

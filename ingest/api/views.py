@@ -1,7 +1,11 @@
 """Traces API: upload (optionally waiting for the diagnosis), list, detail, report."""
 from __future__ import annotations
 
+import threading
 import time
+from collections import Counter
+from contextlib import contextmanager
+from typing import Iterator
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -24,6 +28,34 @@ from ingest.uploads import FULL_DISK, QuotaExceeded, StorageFull, create_trace, 
 
 WAIT_POLL_S = 0.5
 RETRY_AFTER_S = 5  # what a 202 tells the client: poll the trace again in this many seconds
+
+
+class WaitSlots:
+    """The uploads of this process holding a web thread in `?wait=`: at most `per_user` of one
+    user and `total` in all, so that one user's waits never take the threads other people's
+    requests need (past them an upload answers 202 at once, as when its wait runs out)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._by_user: Counter = Counter()
+
+    @contextmanager
+    def hold(self, user_id: int, per_user: int, total: int) -> Iterator[bool]:
+        with self._lock:
+            granted = self._by_user[user_id] < per_user and sum(self._by_user.values()) < total
+            if granted:
+                self._by_user[user_id] += 1
+        try:
+            yield granted
+        finally:
+            if granted:
+                with self._lock:
+                    self._by_user[user_id] -= 1
+                    if not self._by_user[user_id]:
+                        del self._by_user[user_id]
+
+
+WAIT_SLOTS = WaitSlots()
 
 
 def _storage_full(e: StorageFull) -> Response:
@@ -62,7 +94,9 @@ class TraceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Crea
                    **{(code, PROBLEM_CONTENT_TYPE): ProblemSerializer for code in (400, 413, 422, 429, 507)}},
         parameters=[OpenApiParameter("wait", float, description=(
             "seconds to wait for the diagnosis, at most TRACEDOC_MAX_WAIT_SECONDS (10 by default; more "
-            "is cut to it, so no request holds a web thread long). Done in time: 201 with the report; "
+            "is cut to it, so no request holds a web thread long; a web process holds at most "
+            "TRACEDOC_MAX_WAITING_PER_USER (1) waiting uploads of one user and TRACEDOC_MAX_WAITING (2) in "
+            "all, past which an upload answers 202 at once). Done in time: 201 with the report; "
             "still running: 202, `Location` names the trace, `Retry-After` says when to poll it, "
             "`progress` says how far it got; "
             "failed: 422, a problem document (application/problem+json) naming each file and "
@@ -93,7 +127,10 @@ class TraceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Crea
             return _storage_full(e)
         except ValidationError as e:
             raise serializers.ValidationError({"detail": e.messages}) from None
-        trace = self._wait(trace, wait)
+        if wait:
+            with WAIT_SLOTS.hold(request.user.pk, settings.TRACEDOC_MAX_WAITING_PER_USER,
+                                 settings.TRACEDOC_MAX_WAITING) as granted:
+                trace = self._wait(trace, wait if granted else 0)
         if wait and trace.state == Trace.State.FAILED:
             return trace_failed(trace, request)
         answer = status.HTTP_201_CREATED if created else status.HTTP_200_OK
