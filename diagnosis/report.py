@@ -68,22 +68,25 @@ def build_report(artifacts, events: pd.DataFrame, rules=None, alignment: list[di
         for i, (fid, f) in enumerate(zip(finding_ids, findings))]
     stage("SLOs", STAGES["SLOs"])
     violations = evaluate_slos(ctx, reported, slos)
-    span = _time_span(events)
+    alignment = list(alignment or ())
+    clock_warnings = {a["artifact"]: a["warning"] for a in alignment if a.get("warning")}
+    span = _aligned_span(extents, alignment) or _time_span(events)
     trace = TraceSummary(
-        artifacts=tuple(_artifact_entry(a, extents or {}) for a in artifacts),
+        artifacts=tuple(_artifact_entry(a, extents or {}, clock_warnings.get(a.name)) for a in artifacts),
         events=int(len(events)), start_ts=span[0], end_ts=span[1],
-        alignment=tuple(alignment or ()), series=plot_series(ctx), hosts=tuple(_hosts(events)),
-        warnings=tuple(warnings or ()))
+        alignment=tuple(alignment), series=plot_series(ctx), hosts=tuple(_hosts(events)),
+        warnings=tuple(warnings or ()) + tuple(clock_warnings.values()))
     return Report(trace=trace, findings=tuple(reported), violations=tuple(violations), clusters=tuple(clusters),
                   rule_errors=rule_failures(rule_errors), suppressed=tuple(suppressed),
                   breakdowns=breakdowns(events).to_dict(), slis=headline_slis(ctx))
 
 
-def _artifact_entry(a, extents: Mapping[str, tuple[int, int]]) -> ArtifactEntry:
+def _artifact_entry(a, extents: Mapping[str, tuple[int, int]], clock_warning: str | None = None) -> ArtifactEntry:
     """A parsed artifact (ingest's ArtifactResult) as the report lists it."""
     start, end = extents.get(a.name, (None, None))
     return ArtifactEntry(path=a.name, format=a.format or "unknown", events=a.events,
-                         warnings=tuple(a.warnings) + ((a.error,) if a.error else ()),
+                         warnings=tuple(a.warnings) + ((a.error,) if a.error else ())
+                         + ((clock_warning,) if clock_warning else ()),
                          internal_error=a.internal_error, start_ts=start, end_ts=end)
 
 
@@ -93,6 +96,19 @@ def _hosts(events: pd.DataFrame) -> Iterable[str]:
         return []
     hosts = distinct_text(events["host"])  # per distinct host, not per row
     return sorted(h for h in hosts if h and h not in ("-1", "nan"))[:MAX_HOSTS]
+
+
+def _aligned_span(extents: Mapping[str, tuple[int, int]] | None,
+                  alignment: list[dict]) -> tuple[int, int] | None:
+    """The trace's span over the artifacts placed on the common clock: one left on its own
+    clock (a perf capture without an offset, a log no evidence could date) would stretch it
+    over whatever its clock counts from."""
+    if not extents or not alignment:
+        return None
+    placed = [extents[a["artifact"]] for a in alignment if a.get("aligned") and a["artifact"] in extents]
+    if not placed:
+        return None
+    return min(lo for lo, _ in placed), max(hi for _, hi in placed)
 
 
 def _time_span(events: pd.DataFrame) -> tuple[int | None, int | None]:

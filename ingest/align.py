@@ -3,17 +3,26 @@
 Each parser states its clock as an ingest.clock.Clock (kept in report.meta["clock"]):
 
 * "unix"      ns since the epoch. Artifacts with exact unix times anchor the trace: their
-              overall [first, last] is the trace range. A unix artifact whose reading made
-              an assumption (meta flags `year_assumed`: syslog lines without a year;
-              `date_assumed`: a time of day only, e.g. nvidia-smi dmon; `tz_assumed`:
-              local time without a zone, read as UTC) is moved by whole years, days or
-              quarter hours when that places it inside the trace range.
+              overall [first, last] plausible time is the trace range (ingest.clock_evidence).
+              Stamps without a year (glog `E1201 00:01:38`, syslog, vLLM; meta flag
+              `year_assumed` holds the year the parser used and `year_source` why) take their
+              year from evidence, never from a range they merely fit: the same collective in a
+              flight-recorder dump (the watchdog line is written `elapsed` after the dump's
+              enqueue time), else the other files' full dates within a day, else, when nothing
+              has full dates, the year most of the year-less files were given. A file that no
+              year places within a day of the others stays as read, unaligned, with a warning.
+              `date_assumed` (a time of day only, e.g. nvidia-smi dmon) and `tz_assumed` (local
+              time without a zone, read as UTC) are moved by whole days or quarter hours when
+              that places the artifact inside the trace range.
 * "monotonic" ns on a host clock since boot (perf, bpftrace); "relative": ns since the
               capture started (perf trace). They are shifted by an offset: the user's
               (below), else the capture's own reference (meta clock `offset_ns`, e.g. perf's
               header "reference time"); without one they stay on their own clock, flagged.
 * "none"      no timestamps (topology dumps, summaries, logs without times): rows are put
               at the start of the trace range in file order, 1 ns apart, flagged.
+
+Each plan names the evidence that placed the artifact; an unaligned artifact is left out of
+the report's time span.
 
 User offsets: a file `tracedoc-clock.json` in the upload (any folder of a bundle) maps
 artifact names (bundle-relative, or a unique base name) to the ns to add to their ts:
@@ -28,6 +37,7 @@ Members.clock_offsets; the API may pass the same mapping in the upload's labels
 """
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
@@ -38,9 +48,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ingest.clock import Clock
-from ingest.events import ParseError
+from ingest.clock_evidence import (SHARED_EVENT_TOLERANCE_NS, SharedCollective, Span, range_bounds, shared_collectives,
+                                   time_range)
+from ingest.events import INT64_MAX, ParseError
 
 DAY_NS = 86_400 * 10**9
+YEAR_NS = 31_556_952 * 10**9  # the mean Gregorian year, for saying how far a file moved
 QUARTER_HOUR_NS = 900 * 10**9
 MAX_TZ_NS = 14 * 3600 * 10**9
 MAX_CLOCK_FILE = 1 << 20
@@ -53,6 +66,8 @@ class Alignment:
     offset_ns: int
     method: str
     aligned: bool
+    evidence: str = ""  # what placed it (empty: its own full times, or nothing could)
+    warning: str = ""   # shown on the artifact and in the report
 
 
 def read_clock_offsets(path: Path | str, name: str) -> dict[str, int]:
@@ -75,11 +90,15 @@ def read_clock_offsets(path: Path | str, name: str) -> dict[str, int]:
 
 def plan_alignment(tables: dict[str, pa.Table], metas: dict[str, dict],
                    clock_offsets: dict[str, int] | None = None) -> dict[str, Alignment]:
-    ranges = {name: _range(t) for name, t in tables.items()}
     clocks = {name: Clock.from_meta(metas.get(name)) for name in tables}
-    exact = [r for n, r in ranges.items() if r and clocks[n].domain == "unix" and not clocks[n].assumptions]
-    anchor = (min(r[0] for r in exact), max(r[1] for r in exact)) if exact else None
+    ranges = {name: time_range(t, range_bounds(clocks[name])) for name, t in tables.items()}
+    exact = {n: Span(f"{n}'s full wall-clock times", *r) for n, r in ranges.items()
+             if r and clocks[n].domain == "unix" and not clocks[n].assumptions}
+    anchor = (min(s.lo for s in exact.values()), max(s.hi for s in exact.values())) if exact else None
     user = _user_offsets(clock_offsets or {}, list(tables))
+    yearless = [n for n in tables if n not in user and clocks[n].domain == "unix" and clocks[n].year_assumed]
+    reference = exact or _yearless_consensus(yearless, clocks, ranges)
+    dumps = {n: tables[n] for n in exact if "pg_config" in (metas.get(n) or {})}  # flight-recorder dumps
     plans = {}
     for name in tables:
         clock, rng = clocks[name], ranges[name]
@@ -88,13 +107,16 @@ def plan_alignment(tables: dict[str, pa.Table], metas: dict[str, dict],
             method = "user offset (tracedoc-clock.json / labels)"
             if domain == "none":
                 method += ", rows in file order 1 ns apart"
-            plans[name] = Alignment(name, domain, user[name], method, True)
+            plans[name] = Alignment(name, domain, user[name], method, True, evidence="tracedoc-clock.json / labels")
+        elif name in yearless:
+            others = {n: s for n, s in reference.items() if n != name}
+            plans[name] = _place_yearless(name, clock, rng, others, shared_collectives(tables[name], dumps))
         elif domain == "unix":
             plans[name] = _unix(name, clock, rng, anchor)
         elif domain in ("monotonic", "relative"):
             if clock.offset_ns is not None:
-                plans[name] = Alignment(name, domain, clock.offset_ns,
-                                        clock.offset_source or "the capture's own clock reference", True)
+                source = clock.offset_source or "the capture's own clock reference"
+                plans[name] = Alignment(name, domain, clock.offset_ns, source, True, evidence=source)
             else:
                 plans[name] = Alignment(name, domain, 0, f"left on its own {domain} clock (no offset given: see "
                                                          "tracedoc-clock.json in the docs); not comparable with "
@@ -138,13 +160,66 @@ def describe_plans(plans: dict[str, Alignment]) -> list[dict]:
     return [asdict(p) for p in plans.values()]
 
 
-def _range(table: pa.Table) -> tuple[int, int] | None:
-    if not table.num_rows:
-        return None
-    mm = pc.min_max(table.column("ts"))
-    return mm["min"].as_py(), mm["max"].as_py()
+def _yearless_consensus(names: list[str], clocks: dict[str, Clock], ranges: dict) -> dict[str, Span]:
+    """Nothing has full dates: the year-less files agree on the year most of them were given
+    (the latest of equals); that is their reference, weak evidence, and said so."""
+    years = Counter(clocks[n].year_assumed for n in names if ranges[n] and _plausible_year(clocks[n].year_assumed))
+    if not years:
+        return {}
+    year = max(years, key=lambda y: (years[y], y))
+    return {n: Span(f"{n}'s year ({clocks[n].year_source or 'assumed'})", *ranges[n])
+            for n in names if clocks[n].year_assumed == year and ranges[n]}
 
 
+def _place_yearless(name: str, clock: Clock, rng, reference: dict[str, Span],
+                    shared: list[SharedCollective]) -> Alignment:
+    """Stamps without a year take the year the upload's other evidence gives, never one
+    that merely fits a range: the same collective in a dump first, else the other files'
+    dates within a day; what cannot be decided stays as read, with a warning."""
+    year = clock.year_assumed
+    said = f"time stamps without a year, read as {year} ({clock.year_source or 'assumed'})"
+    if not rng:
+        return Alignment(name, "unix", 0, f"{said}; no plausible times", True)
+    years = {year} | {y + d for s in reference.values() for y in (_year(s.lo), _year(s.hi)) for d in (-1, 0, 1)}
+    offsets = sorted({_year_shift(rng[0], y) for y in years}, key=abs)
+    if shared:
+        def miss(off: int) -> int:
+            """The median over collectives of each one's closest watchdog line (a timeout is
+            restated by later lines: the teardown, the exception)."""
+            closest: dict[str, int] = {}
+            for s in shared:
+                closest[s.label] = min(closest.get(s.label, INT64_MAX), abs(s.log_ts + off - s.expected_ts))
+            return sorted(closest.values())[len(closest) // 2]
+        best = min(offsets, key=miss)
+        if miss(best) <= SHARED_EVENT_TOLERANCE_NS:
+            return _placed(name, best, said, f"{shared[0].label} (the watchdog line falls "
+                                             f"{miss(best) / 1e9:.1f} s from its enqueue time + elapsed)")
+    if not reference:
+        return Alignment(name, "unix", 0, f"{said}; nothing in the upload to check the year against", True,
+                         evidence=clock.year_source or "assumed")
+
+    def gap(off: int) -> tuple[int, Span]:
+        return min(((s.gap(rng[0] + off, rng[1] + off), s) for s in reference.values()), key=lambda g: g[0])
+    best = min(offsets, key=lambda off: gap(off)[0])
+    distance, nearest = gap(best)
+    warning = ""
+    if shared:
+        warning = (f"{name}: the watchdog line of {shared[0].label} does not match that dump's time "
+                   f"under any year; the year comes from the other files instead")
+    if distance <= DAY_NS:
+        plan = _placed(name, best, said, nearest.label)
+        plan.warning = warning
+        return plan
+    return Alignment(name, "unix", 0, f"{said}; left as read: under no year does it fall within a day of the "
+                                      "other files", False,
+                     warning=f"{name}: its time stamps carry no year and nothing in the upload places them within "
+                             f"a day of the other files (nearest, {nearest.label}, is {distance / DAY_NS:.0f} days "
+                             f"away); it is left on its own clock, not compared with the others")
+
+
+def _placed(name: str, offset: int, said: str, evidence: str) -> Alignment:
+    moved = f"moved {offset / YEAR_NS:+.0f} year(s)" if offset else "kept"
+    return Alignment(name, "unix", offset, f"{said}; {moved} by {evidence}", True, evidence=evidence)
 def _user_offsets(offsets: dict[str, int], names: list[str]) -> dict[str, int]:
     """Keys are artifact names, or base names that match exactly one artifact."""
     by_base: dict[str, list[str]] = {}
@@ -167,8 +242,6 @@ def _unix(name: str, clock: Clock, rng, anchor) -> Alignment:
         return Alignment(name, "unix", 0, f"wall clock with {', '.join(flags)}; nothing exact to check it against",
                          True)
     candidates = {0}
-    if clock.year_assumed:
-        candidates |= {_year_shift(rng[0], y) for y in {_year(anchor[0]), _year(anchor[1])}}
     if clock.date_assumed:
         k = (anchor[0] - rng[0]) // DAY_NS
         candidates |= {c + d * DAY_NS for c in candidates for d in (k - 1, k, k + 1)}
@@ -180,7 +253,7 @@ def _unix(name: str, clock: Clock, rng, anchor) -> Alignment:
         return Alignment(name, "unix", 0, f"wall clock with {', '.join(flags)}; kept (no shift fits the trace "
                                           "range better)", True)
     return Alignment(name, "unix", best, f"wall clock with {', '.join(flags)}: shifted by {best / 1e9:+.0f} s, "
-                                         "the whole-year/day/quarter-hour shift that best places it inside the "
+                                         "the whole-day/quarter-hour shift that best places it inside the "
                                          "trace range", True)
 
 
@@ -202,3 +275,7 @@ def _year_shift(ns: int, year: int) -> int:
     except ValueError:  # 29 February
         moved = dt.replace(year=year, day=28)
     return int((moved - dt).total_seconds()) * 10**9
+
+
+def _plausible_year(year: int | None) -> bool:
+    return year is not None and 2000 <= year < 2100

@@ -24,6 +24,7 @@ class Clock:
     # Assumptions made reading a wall clock; the aligner may shift by whole years, days or
     # quarter hours. year_assumed holds the year used (log lines without a year).
     year_assumed: int | None = None
+    year_source: str = ""  # where year_assumed came from ("the file's modification time", ...)
     date_assumed: bool = False
     tz_assumed: bool = False
 
@@ -34,7 +35,7 @@ class Clock:
     def to_meta(self) -> dict[str, Any]:
         """The meta dict: unset fields are left out, so old and new metas read the same."""
         meta: dict[str, Any] = {"domain": self.domain}
-        for key in ("source", "note", "offset_ns", "offset_source", *ASSUMPTIONS):
+        for key in ("source", "note", "offset_ns", "offset_source", *ASSUMPTIONS, "year_source"):
             value = getattr(self, key)
             if value is not None and value != "" and value is not False:
                 meta[key] = value
@@ -54,7 +55,8 @@ class Clock:
             source=str(clock.get("source") or ""),
             offset_ns=offset if isinstance(offset, int) and not isinstance(offset, bool) else None,
             offset_source=str(clock.get("offset_source") or ""),
-            year_assumed=year if isinstance(year, int) and year else None,
+            year_assumed=year if isinstance(year, int) and not isinstance(year, bool) and year else None,
+            year_source=str(clock.get("year_source") or ""),
             date_assumed=bool(clock.get("date_assumed")),
             tz_assumed=bool(clock.get("tz_assumed")),
         )

@@ -31,12 +31,13 @@ from django.conf import settings
 
 from ingest import kineto_ranges
 from ingest.events import ParseError
-from ingest.log_ranges import RangeOutcome, consistent, finish, log_year, plan_ranges, splittable
+from ingest.log_ranges import RangeOutcome, consistent, finish, plan_ranges, splittable
 from ingest.models import Artifact, Trace
 from ingest.parse import ROW_GROUP_ROWS, event_file
 from ingest.parsers import detect
 from ingest.parsers.kineto import trace as kineto_parser
 from ingest.parsers.logs import parser as log_parser
+from ingest.parsers.logs.year import year_hint
 from ingest.parts import ParsePart
 from ingest.storage import ContentStore
 
@@ -77,10 +78,10 @@ def make_plan(trace: Trace, leaves: list[tuple[Artifact, Path]], sizes: list[int
                     "share": share * (r.end - r.start) / max(1, size)}))
         elif fmt is log_parser and splittable(path):
             ranges = plan_ranges(path, settings.TRACEDOC_FANOUT_PART_BYTES, settings.TRACEDOC_FANOUT_WARMUP_BYTES)
-            year = log_year(path)
+            hint = year_hint(path)  # once, so that every range reads the same year
             for r in ranges:
                 rows.append(ParsePart(kind=ParsePart.RANGE, artifact=artifact, spec=base | {
-                    "range": r.to_dict(), "year": year, "count": len(ranges),
+                    "range": r.to_dict(), "year": hint.year, "year_source": hint.source, "count": len(ranges),
                     "share": share * (r.end - r.start) / max(1, size)}))
         else:
             rows.append(ParsePart(kind=ParsePart.ARTIFACT, artifact=artifact, spec=base))
@@ -150,7 +151,8 @@ def merge_ranges(artifact: Artifact, ranges: list[ParsePart], store: ContentStor
             with store.parquet_file(p.parquet).open() as stored:  # local or S3 alike
                 for batch in pq.ParquetFile(stored).iter_batches(batch_size=ROW_GROUP_ROWS):
                     on_batch(batch)
-        report = finish(outcomes, artifact.name, ranges[0].spec["year"], on_batch)
+        report = finish(outcomes, artifact.name, ranges[0].spec["year"], on_batch,
+                        ranges[0].spec.get("year_source", ""))
     report.meta["parse_seconds"] = round(sum(o.seconds for o in outcomes), 3)
     return Merged(parquet=out, events=report.events, warnings=tuple(report.summary_warnings()),
                   meta=json.loads(json.dumps(report.meta, default=str)))

@@ -21,7 +21,6 @@ Only plain (not gzip) text logs are split: a gzip stream cannot be entered mid-w
 """
 from __future__ import annotations
 
-import datetime as _dt
 import hashlib
 import json
 import mmap
@@ -92,12 +91,6 @@ class RangeOutcome(JsonCarried):
 
 def splittable(path: Path) -> bool:
     return not is_gzip(Path(path))
-
-
-def log_year(path: Path) -> int:
-    """The year the log parser gives stamps without one (the file's modification year): the
-    planner reads it once, so that every range uses the same."""
-    return _dt.datetime.fromtimestamp(Path(path).stat().st_mtime, _dt.timezone.utc).year
 
 
 def plan_ranges(path: Path, part_bytes: int, warmup_bytes: int) -> list[LineRange]:
@@ -270,7 +263,8 @@ def _json(value) -> str:
     return json.dumps(value, default=str)
 
 
-def finish(outcomes: list[RangeOutcome], name: str, year: int, on_batch: Callable) -> ParseReport:
+def finish(outcomes: list[RangeOutcome], name: str, year: int, on_batch: Callable,
+           year_source: str = "") -> ParseReport:
     """The part of the single parse that spans the whole file: the held watchdog timeouts
     (completed with every range's process-group state) as the last rows, the clock, the
     warnings. Returns the report of the whole file (`events` counts every range's rows)."""
@@ -280,7 +274,7 @@ def finish(outcomes: list[RangeOutcome], name: str, year: int, on_batch: Callabl
             if w != SUPPRESSED:
                 report.warn(w)
     sink = EventSink(name, SOURCE, on_batch)
-    parser = LogParser(sink, report, year)
+    parser = LogParser(sink, report, year, year_source)
     for o in outcomes:
         parser.timeouts.extend(o.timeouts)
         for key, state in o.pg_state:

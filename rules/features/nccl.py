@@ -85,7 +85,7 @@ def verdict(t: dict, entries: dict, status: dict, divergences: list[Divergence] 
         return _failure_verdict(t, failure)
     if cross:
         return cross
-    behind = _ranks_behind(t, counters or {})
+    behind = _ranks_behind(t, counters or {}) or _ranks_past(t, counters or {})
     if behind:
         return behind
     if t.get("signal") == "teardown":
@@ -175,24 +175,47 @@ def _same_group(t: dict, c: dict, one_group: bool) -> bool:
     return one_group
 
 
-def _ranks_behind(t: dict, counters: dict[int, list[dict]]):
+def _peers_where(t: dict, counters: dict[int, list[dict]], counter: str, holds) -> dict[int, dict]:
+    """The other ranks of the timed-out collective's group whose highest `counter`, as their own
+    lines print it, satisfies `holds(value, seq)`; each with the line that shows it."""
     rank, seq = _int(t.get("rank")), _int(t.get("seq"))
     if seq is None or str(t.get("op", "")).upper() in P2P_OPS:
-        return None
+        return {}
     groups = {(c["pg_guid"], c["pg_name"], c["pg_id"]) for seen in counters.values() for c in seen}
-    behind = {}
+    found = {}
     for r, seen in counters.items():
-        mine = [c for c in seen if _same_group(t, c, len(groups) == 1)]
-        if r != rank and mine and max(c["last_enqueued"] for c in mine) < seq:
-            behind[r] = max(mine, key=lambda c: c["last_enqueued"])
-    if not behind:
-        return None
+        mine = [c for c in seen if _same_group(t, c, len(groups) == 1) and c[counter] is not None]
+        if r != rank and mine and holds((top := max(mine, key=lambda c: c[counter]))[counter], seq):
+            found[r] = top
+    return found
+
+
+def _peers_reason(t: dict, peers: dict[int, dict], had: str, so: str) -> str:
     said = "; ".join(f"rank {r}: last enqueued {c['last_enqueued']}, last completed {c['last_completed']} "
-                     f"({c['where']})" for r, c in sorted(behind.items()))
-    return ("peer_missing",
-            f"rank {rank}'s seq {seq} timed out while rank(s) {sorted(behind)} of the same group had enqueued only "
-            f"collectives before it ({said}): they never issued seq {seq}, so the collective waited for them",
-            "", sorted(behind))
+                     f"({c['where']})" for r, c in sorted(peers.items()))
+    return (f"rank {t.get('rank')}'s seq {t.get('seq')} timed out while rank(s) {sorted(peers)} of the same group "
+            f"{had} ({said}): {so}")
+
+
+def _ranks_behind(t: dict, counters: dict[int, list[dict]]):
+    behind = _peers_where(t, counters, "last_enqueued", lambda value, seq: value < seq)
+    return ("peer_missing", _peers_reason(t, behind, "had enqueued only collectives before it",
+                                          f"they never issued seq {t.get('seq')}, so the collective waited for them"),
+            "", sorted(behind)) if behind else None
+
+
+def _ranks_past(t: dict, counters: dict[int, list[dict]]):
+    """A peer whose own counters say it completed the sequence id this rank timed out on: a
+    collective cannot finish on one rank alone, so at that id the ranks ran different
+    collectives (op, size or peers), whichever line printed the counters (a received dump
+    signal with nothing outstanding, a watchdog line of its own)."""
+    past = _peers_where(t, counters, "last_completed", lambda value, seq: value >= seq)
+    seq = t.get("seq")
+    return ("collective_mismatch",
+            _peers_reason(t, past, f"had already completed seq {seq}", f"a collective cannot finish on one rank "
+                          f"alone, so at seq {seq} the ranks called different collectives (op, size or group)"),
+            "flight-recorder dumps from every rank (each names its op and sizes at that seq), or a rerun with "
+            "TORCH_DISTRIBUTED_DEBUG=DETAIL", sorted(past)) if past else None
 
 
 def _teardown_verdict(t: dict) -> tuple[str, str, str, list[int]]:
@@ -388,10 +411,22 @@ def _line_no(loc) -> int | None:
 
 
 def first_failure(t: dict, ts: int, artifact: str, loc: str, found: list[dict]) -> dict | None:
-    """The earliest failure that could have left this timeout's collective waiting."""
+    """The earliest failure that could have left this timeout's collective waiting. Within one
+    file the earlier line wins over the earlier time: lines without a stamp inherit the last
+    one, so a traceback can read later than the teardown lines it caused."""
+    first = _first_failure(t, ts, artifact, loc, found)
+    if first is None:
+        return None
+    same_file = [f for f in found if f["artifact"] == first["artifact"] and f["line"] is not None
+                 and first["line"] is not None and f["line"] < first["line"] and f["rank"] == first["rank"]]
+    earlier = _first_failure(t, ts, artifact, loc, sorted(same_file, key=lambda f: f["line"]), by_line=True)
+    return earlier or first
+
+
+def _first_failure(t: dict, ts: int, artifact: str, loc: str, found: list[dict], by_line: bool = False) -> dict | None:
     rank, line = _int(t.get("rank")), _line_no(loc)
     began = ts - int(t.get("elapsed_ms") or t.get("timeout_ms") or 0) * 10**6
-    for f in sorted(found, key=lambda f: (f["ts"], f["line"] or 0)):
+    for f in (found if by_line else sorted(found, key=lambda f: (f["ts"], f["line"] or 0))):
         own = (rank is not None and f["rank"] == rank) or (
             f["rank"] is None and f["artifact"] == artifact and f["key"] == "cuda.kernel_fault")
         if own and f["key"] not in ("cuda.kernel_fault", "nccl.network_error"):
@@ -469,7 +504,8 @@ def nccl_timeouts(ctx) -> pd.DataFrame:
                      "failure_key": failure["key"], "failure_loc": f"{failure['artifact']} {failure['loc']}"}
         if cause == "collective_mismatch":
             extra["mismatch_source"] = ("watchdog_lines" if i in mismatches else "report" if report
-                                        else "flight_recorder")
+                                        else "flight_recorder" if _cross_rank_verdict(a, _int(a.get("seq")), divergences)
+                                        else "peer_progress")
         out = row.to_dict()
         out["attrs"] = json.dumps({**a, "cause": cause, "reason": reason, "next_capture": capture,
                                    "culprit_ranks": culprits, "culprit": ", ".join(map(str, culprits)), **extra})

@@ -73,7 +73,7 @@ def test_monotonic_needs_an_offset_and_year_is_repaired():
     tables = {"a.json": _table([anchor, anchor + 60 * 10**9]), "perf.txt": _table([2580 * 10**9]),
               "old.log": _table([anchor - 365 * 86400 * 10**9 + 10**9])}
     metas = {"a.json": {"clock": {"domain": "unix"}}, "perf.txt": {"clock": {"domain": "monotonic"}},
-             "old.log": {"clock": {"domain": "unix", "year_assumed": True}}}
+             "old.log": {"clock": {"domain": "unix", "year_assumed": 2025}}}
     out = align_tables(tables, metas)
     assert out["perf.txt"].column("ts")[0].as_py() == 2580 * 10**9  # left alone, flagged
     assert not {d["artifact"]: d for d in describe_alignment(tables, metas)}["perf.txt"]["aligned"]

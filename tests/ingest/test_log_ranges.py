@@ -8,7 +8,8 @@ import pyarrow as pa
 import pytest
 
 from ingest.events import SCHEMA
-from ingest.log_ranges import consistent, finish, log_year, parse_range, plan_ranges
+from ingest.log_ranges import consistent, finish, parse_range, plan_ranges
+from ingest.parsers.logs.year import year_hint
 from ingest.parse import parse_to_table
 from ingest.parsers import detect
 from tests.corpus import CORPUS
@@ -26,12 +27,12 @@ def text_logs() -> list[Path]:
 
 
 def in_ranges(path: Path, part_bytes: int, warmup_bytes: int, name: str = "x.log"):
-    year = log_year(path)
+    hint = year_hint(path)
     ranges = plan_ranges(path, part_bytes, warmup_bytes)
     batches: list[pa.RecordBatch] = []
-    outcomes = [parse_range(path, r, name, year, batches.append) for r in ranges]
+    outcomes = [parse_range(path, r, name, hint.year, batches.append) for r in ranges]
     why = consistent(outcomes)
-    report = finish(outcomes, name, year, batches.append)
+    report = finish(outcomes, name, hint.year, batches.append, hint.source)
     return ranges, why, report, pa.Table.from_batches(batches, schema=SCHEMA)
 
 

@@ -11,7 +11,8 @@ KV-cache sizing, torch.compile, training/nccl-tests tables). Everything else
 stays a `log` row: attrs.text keeps the line, loc = "line N".
 
 Time: every common prefix is read. Stamps without a year (glog, vLLM, syslog) take the
-`year` argument, else the file's modification year, and report.meta["clock"] says so.
+`year` argument, else the year logs.year finds (the file's own full dates, else its
+modification time), and report.meta["clock"] says which; ingest.align checks it.
 Lines without a stamp inherit the previous line's time (attrs.ts_inherited); a file with
 no stamp at all gets ts = 0 and clock domain "none" (the aligner places it).
 Watchdog timeouts are held until the end so the PG status line that follows them
@@ -19,7 +20,6 @@ Watchdog timeouts are held until the end so the PG status line that follows them
 """
 from __future__ import annotations
 
-import datetime as _dt
 import math
 import re
 from pathlib import Path
@@ -33,9 +33,11 @@ from ingest.parsers.logs.blocks import (CHAINED, DcgmDiagRow, DeviceAsserts, Fli
 from ingest.parsers.logs.cuda import cuda_error_attrs, find_cuda_error
 from ingest.parsers.logs.dynamo import DynamoReport, unsupported_from_frames
 from ingest.parsers.logs.lines import LineHit, classify
-from ingest.parsers.logs.nccl import MAX_WRAP_LINES, C10Backtrace, join_wrapped, record_incomplete
+from ingest.parsers.logs.nccl import (API_SITES, MAX_WRAP_LINES, RETRYING, TRANSPORT_SITES, C10Backtrace, join_wrapped,
+                                       record_incomplete)
 from ingest.parsers.logs.oom import TACTIC_SKIPPED, TRT_BUILD_FAILED, parse_oom
 from ingest.parsers.logs.prefix import split_line
+from ingest.parsers.logs.year import YearHint, year_hint
 
 FORMAT = "log"
 SOURCE = "log"
@@ -62,13 +64,13 @@ def sniff(head: bytes, name: str) -> bool:
 
 def parse(path: Path, sink: EventSink, report: ParseReport, year: int | None = None) -> None:
     path = Path(path)
-    year = year or _dt.datetime.fromtimestamp(path.stat().st_mtime, _dt.timezone.utc).year
-    LogParser(sink, report, year).run(path)
+    hint = YearHint(year, "given") if year else year_hint(path)
+    LogParser(sink, report, hint.year, hint.source).run(path)
 
 
 class LogParser:
-    def __init__(self, sink: EventSink, report: ParseReport, year: int):
-        self.sink, self.report, self.year = sink, report, year
+    def __init__(self, sink: EventSink, report: ParseReport, year: int, year_source: str = ""):
+        self.sink, self.report, self.year, self.year_source = sink, report, year, year_source
         self.last_ts = 0
         self.stamped = self.year_assumed = False
         self.block: Traceback | GraphBreak | DynamoReport | FlightRecorderVerdict | C10Backtrace | None = None
@@ -81,12 +83,15 @@ class LogParser:
         self.recent_errors: dict[tuple, tuple[int, str]] = {}  # (name, body) -> (line no, loc)
         self.wrap: list[Line] = []          # an NCCL record cut by a terminal/logger wrap, still open
         self.tactic_oom: LineHit | None = None  # TensorRT skipped a tactic for want of memory
+        self.held_net: tuple[list[Line], LineHit] | None = None  # a socket failure, until the next line
+        self.chains: dict[tuple, dict] = {}  # (host, pid, tid) -> NCCL "file.cc:N -> code" chain followed
 
     # --- reading ---------------------------------------------------------------------------
     def run(self, path: Path) -> None:
         with open_bytes(path) as f:
             for no, raw in enumerate(f, 1):
                 self.feed(Line(no, self._decode(raw, no), None, 0))  # type: ignore[arg-type]
+        self._release_net(retried=False)
         self._flush_wrap()
         self._close_block()
         self._flush_wrap()
@@ -97,9 +102,9 @@ class LogParser:
         """The clock of the whole file (ingest.log_ranges calls it once for all its ranges)."""
         self.report.set_clock(
             Clock("unix", year_assumed=self.year if self.year_assumed else None,
+                  year_source=self.year_source if self.year_assumed else "",
                   note="times as printed, read as UTC; stamps without a year use year_assumed "
-                       "(the year hint, else the file's modification year); unstamped lines inherit "
-                       "the previous stamp")
+                       "(from year_source); unstamped lines inherit the previous stamp")
             if self.stamped else Clock("none", note="no line carries a wall-clock time"))
 
     def _decode(self, raw: bytes, no: int) -> str:
@@ -123,6 +128,8 @@ class LogParser:
             self.last_ts, self.stamped = p.ts, True
             self.year_assumed |= p.year_assumed
         line.prefix, line.ts = p, self.last_ts
+        if self.held_net is not None:
+            self._release_net(retried=bool(RETRYING.search(p.body)))
         if self.wrap and self._continue_wrap(line):
             return
         if self.block is not None and self.block.offer(line):
@@ -246,8 +253,14 @@ class LogParser:
             return
         finding = classify(body) or LineHit("log", _origin_name(line))
         finding = self._tensorrt_build(body, finding)
+        if finding.name == "NCCLResultChain":
+            finding = self._result_chain(line, finding)
         if finding.kind in ("error", "oom"):
             finding = self._unless_repeated(line, finding)
+        if finding.name == "NCCLNetworkError" and finding.attrs.get("transport") == "socket" and wrapped is None:
+            self._release_net(retried=False)
+            self.held_net = (lines, finding)  # NCCL >= 2.24 says on the next line when it retries the connect
+            return
         if finding.name == "NCCLWatchdogTimeout":
             self.timeouts.append(self._row(lines, finding))
             return
@@ -269,6 +282,38 @@ class LogParser:
                                        "build_failure": body.strip()[:300]}
             return LineHit("oom", "OutOfMemoryError", attrs, "error", oom.value, oom.unit)
         return finding
+
+    def _release_net(self, retried: bool) -> None:
+        if self.held_net is None:
+            return
+        lines, finding = self.held_net
+        self.held_net = None
+        if retried:  # the next line says NCCL retries this connect: a warning, not a failure (yet)
+            finding = LineHit("log", "NCCLConnectRetried", finding.attrs, "warning")
+        self._emit(lines, finding)
+
+    def _result_chain(self, line: Line, finding: LineHit) -> LineHit:
+        """Follow one thread's "file.cc:N -> code" lines: a code raised in NCCL's transport that
+        reaches the API failed the communicator for a transport reason, WARN line or not."""
+        p, a = line.prefix, finding.attrs
+        key = (p.host, p.pid, p.tid)
+        site, code = a["site"].rsplit(":", 1)[0], a["result_code"]
+        chain = self.chains.get(key)
+        if chain is None or chain["code"] != code or chain["done"]:
+            if not code or not TRANSPORT_SITES.search(site):
+                self.chains.pop(key, None)
+                return finding
+            self.chains[key] = chain = {"origin": a["site"], "code": code, "done": False}
+        if not API_SITES.search(site) or not TRANSPORT_SITES.search(chain["origin"].rsplit(":", 1)[0]):
+            return finding
+        chain["done"] = True
+        origin = chain["origin"]
+        transport = "IB" if re.search(r"net_ib|ibvwrap|ib_plugin", origin) else "socket" if "socket" in origin else (
+            "bootstrap" if "bootstrap" in origin else "")
+        return LineHit("error", "NCCLNetworkError", {
+            "transport": transport, "nccl_error": a["result"], "origin": origin, "reached": a["site"],
+            "detail": f"{a['result'] or f'error {code}'} raised in {origin} and returned to {a['site']} "
+                      "(NCCL's own trace of the failed call)"}, "error")
 
     def _unless_repeated(self, line: Line, finding: LineHit) -> LineHit:
         """Tools print one error twice (raw, then through their logger): one event, and the
