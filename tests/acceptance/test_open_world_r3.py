@@ -10,7 +10,12 @@ finding at warning or above; silent: a failure with no finding at all):
 
 | round | files | right | false alarms | silent | misses |
 |---|---|---|---|---|---|
-| 1 | 33 | 25 (76 %) | 0 | 6 | short-form mismatch inside torchelastic's failure record; NCCL <= 2.3 "socket.h WARN Call to connect failed"; "socketFinalizeAccept: wrong type"; XLA OOM wrapped over two lines (and read as `perf script`); TensorRT "CUDA error 2 allocating ... out of memory"; llama.cpp "CUDA error 2 at ...: out of memory"; two OOMs whose cache (U) or free + cache exceeded the request called capacity |
+| 1 | 31 | 23 (74 %) | 0 | 6 | short-form mismatch inside torchelastic's failure record; NCCL <= 2.3 "socket.h WARN Call to connect failed"; "socketFinalizeAccept: wrong type"; XLA OOM wrapped over two lines (and read as `perf script`); TensorRT "CUDA error 2 allocating ... out of memory"; llama.cpp "CUDA error 2 at ...: out of memory"; two OOMs whose cache (U) or free + cache exceeded the request called capacity |
+| 2 | 20 | 14 (70 %) | 0 | 6 | NCCL socket WARN with another envelope ("[misc/socket.cc:586] [host:pid=N] NCCL WARN socketPollConnect ..."); an NCCL failure traced only by INFO "socket.cc -> 2 ... init.cc -> 2" lines; MIOpen "Memory not available to allocate buffer"; XLA:TPU "RESOURCE_EXHAUSTED ... Ran out of memory in memory space vmem"; GSP RPCs failing with status 0xf / "GPU lost from the bus [NV_ERR_GPU_IS_LOST]" (two) |
+
+Round 1 counted 33 when scored; two of its files (LlamaFactory 7396, BasicSR 737) turned out to be in the
+shared corpus already and were dropped from the set and the count. After each round's fixes, every earlier
+round still passes (the test below).
 
 Each file must be diagnosed as labelled, on its own; a healthy file raises nothing at warning or
 above; a file that shows a failure never yields "no findings".
@@ -39,7 +44,7 @@ CASES = list(_cases())
 
 def test_every_round_is_recorded():
     rounds = {c.values[1]["round"] for c in CASES}
-    assert rounds >= {1} and all(c.values[1].get("source", "").startswith("https://") for c in CASES)
+    assert rounds >= {1, 2} and all(c.values[1].get("source", "").startswith("https://") for c in CASES)
     assert any(c.values[1]["root_cause"] == "none" for c in CASES)
 
 

@@ -110,7 +110,12 @@ _PLUGIN_EVENT = re.compile(r"EventType:8 EventData:(\d{1,4})\b")
 _DCGM_XID = re.compile(r"Detected XID (\d{1,4}) for GPU (\d{1,3})|an uncontained error \(XID (95)\)")
 _FALLEN_PCI = re.compile(r"GPU (?:at )?(?:PCI:)?([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.\d)?)")
 _GPU_LOST = re.compile(r"Unable to (?:determine|detect) the device handle for (?:GPU ?)?([0-9A-Fa-f:.]{7,20}): "
-                       r"(Unknown Error|GPU is lost)|\bGPU is lost\b|NVML_ERROR_GPU_IS_LOST")
+                       r"(Unknown Error|GPU is lost)|\bGPU is lost\b|NVML_ERROR_GPU_IS_LOST|NV_ERR_GPU_IS_LOST|"
+                       r"GPU lost from the bus")
+# the driver's calls into the GPU System Processor failing with status 0xf (NV_ERR_GPU_IS_LOST) say the
+# same without the words: "rpcSendMessage failed with status 0x0000000f", "GspRmFree failed: ... status=0x0000000f"
+_GSP_RPC_LOST = re.compile(r"(?:rpcSendMessage|GspRm\w{0,20}|rpcRmApi\w{0,30}|_issueRpcAndWait)[^\n]{0,160}?"
+                           r"\bstatus[= ](?:0x)?0{0,7}[fF]\b")
 # The driver lost its GPU System Processor without printing an Xid number (the banner and the
 # heartbeat checks of the open kernel module): the condition Xid 119/120 report.
 _GSP_TIMEOUT = re.compile(r"(?:GPU(\d{1,2}) )?(?:_kgspLogRpcTimeout: \*{3,60} ?GSP Timeout|_kgspIsHeartbeatTimedOut: Heartbeat "
@@ -146,6 +151,7 @@ _SMI_ROW = re.compile(r"^\|\s{1,6}(\d{1,2})\s{1,6}(\S.{0,40}?)\s{1,20}(?:On|Off)
 # What a line must contain for classify_gpu_line to match (the line prefilter's words, matched
 # case-insensitively; logs.prefilter): the literal each branch tests first. Keep in step.
 GPU_LINE_WORDS = ("xid", "eventtype:8", "fallen off the bus", "device handle", "gpu is lost", "gpu_is_lost", "gsp",
+                  "gpu lost from the bus", "rpcsendmessage",
                   "nvswitch", "nvlink: fatal error", "rminitadapter failed",
                   "uncorrectable", "pending page", "ecc", "remap", "retire")   # _memory_line
 GPU_LINE_STARTS = "|"   # a GPU row of the nvidia-smi table
@@ -187,10 +193,14 @@ def classify_gpu_line(body: str) -> Hit | None:
         if m:
             return Hit("error", "GpuLost", {"pci": m.group(1) or "", "reason": (m.group(2) or m.group(0)).strip(),
                                             "text": body.strip()}, "critical")
-    if "GSP" in body or "kgsp" in body:
+    if "GSP" in body or "kgsp" in body or "Rpc" in body or "rpc" in body:
         m = _GSP_TIMEOUT.search(body)
         if m:
             return _inferred_xid(119, "a GSP timeout", body, f"GPU{m.group(1)} (driver numbering)" if m.group(1) else "")
+        if _GSP_RPC_LOST.search(body):
+            return Hit("error", "GpuLost", {"pci": "", "reason": "the driver's calls to the GPU System Processor fail "
+                                            "with status 0xf (NV_ERR_GPU_IS_LOST): the GPU stopped answering",
+                                            "text": body.strip()}, "critical")
     if "NVSwitch" in body or "SXid" in body:
         hit = _nvswitch_line(body)
         if hit:

@@ -279,7 +279,8 @@ _TRANSPORT = (
     ("socket", re.compile(r"\bSocket (?:recv|send) failed[^\n]{0,80}")),
     # any warning NCCL's socket layer prints names its failure ("wrong type 4 != 3", "wrong magic"),
     # and NCCL <= 2.3 printed the failed call itself ("include/socket.h:185 WARN Call to connect failed")
-    ("socket", re.compile(r"(?:misc/socket\.cc|include/socket\.h|socket\.h):\d{1,6} (?:NCCL )?WARN [^\n]{1,200}")),
+    ("socket", re.compile(r"(?:misc/socket\.cc|include/socket\.h|socket\.h):\d{1,6}\]?[^\n]{0,80}?\bWARN [^\n]{1,200}")),
+    ("socket", re.compile(r"\bWARN socket\w{1,30}\b[^\n]{0,200}")),
     ("socket", re.compile(r"\bCall to (?:connect|accept|bind|listen|recv|send|socket|poll) failed ?:? ?[^\n]{0,80}")),
     ("socket", re.compile(r"NET/Socket\w{0,8} ?: ?[^\n]{0,80}?(?:failed|error|Connection (?:reset|closed))[^\n]{0,80}")),
     ("OFI", re.compile(r"NET/OFI\b[^\n]{0,120}?(?:error|failed)[^\n]{0,80}")),
@@ -288,7 +289,15 @@ _TRANSPORT = (
                     r"Net : Connection closed[^\n]{0,80}|Connection closed by remote peer[^\n]{0,80}")),
     ("", re.compile(r"ncclSystemError: System call \(e\.g\. socket[^\n]{0,80}")),
 )
-_RETRYING = re.compile(r"\bretrying\b|will retry|\bretry \d{1,4}/\d{1,4}")
+RETRYING = re.compile(r"\bretrying\b|will retry|\bretry \d{1,4}/\d{1,4}")
+_RETRYING = RETRYING
+
+# NCCL traces a failed call up its stack with "file.cc:line -> code" INFO lines, WARN or not: a code
+# raised in the transport (sockets, IB verbs, bootstrap) that reaches the API (init, group launch,
+# enqueue) failed the communicator for a transport reason (logs.parser follows each thread's chain)
+TRANSPORT_SITES = re.compile(r"(?:^|/)(?:socket|net_socket|net_ib|ibvwrap|bootstrap|net_ofi|p2p_plugin|ib_plugin|"
+                             r"socket_plugin)\.(?:cc|cu|h|cpp)$")
+API_SITES = re.compile(r"(?:^|/)(?:init|group|enqueue|collectives|comm)\.(?:cc|cu|cpp)$")
 # a reset connection is NCCL's only when NCCL, c10d or their store said so (not an HTTP client)
 _RESET = re.compile(r"Connection reset by peer")
 _RESET_CONTEXT = re.compile(r"NCCL|nccl|socket|c10d|ProcessGroup|Dist\w{0,12}Error|store|[Bb]ootstrap|NET/")

@@ -75,11 +75,17 @@ _BARE_OOM = (
                             r"be allocated")),
     ("xla", re.compile(r"(?:RESOURCE_EXHAUSTED|Resource exhausted): (?:Out of memory while trying to allocate|"
                        r"Out of memory allocating|Failed to allocate request for|failed to allocate memory)|"
-                       r"Attempting to reserve \S{1,24} at the bottom of memory\. That was not possible")),
+                       r"Attempting to reserve \S{1,24} at the bottom of memory\. That was not possible|"
+                       # any other XLA status of that code that names memory: "RESOURCE_EXHAUSTED: XLA:TPU compile
+                       # permanent error. Ran out of memory in memory space vmem."
+                       r"(?:RESOURCE_EXHAUSTED|Resource exhausted): [^\n]{0,200}?\b(?:[Rr]an out of memory|"
+                       r"[Oo]ut of (?:device )?memory|[Ff]ailed to allocate)")),
+    # MIOpen (ROCm's cuDNN): "MIOpen Error: .../handlehip.cpp:70: Memory not available to allocate buffer: 655360000"
+    ("miopen", re.compile(r"Memory not available to allocate buffer|miopenStatusAllocFailed")),
     ("tensorflow", re.compile(r"OOM when allocating tensor|ResourceExhaustedError:? failed to allocate memory")),
     ("bfc", re.compile(r"Allocator \([^)]{1,60}\) ran out of memory trying to allocate")),
 )
-_FRAMEWORK = {"xla": "jax/xla", "tensorflow": "tensorflow", "nccl": "nccl", "tensorrt": "tensorrt",
+_FRAMEWORK = {"miopen": "rocm/miopen", "xla": "jax/xla", "tensorflow": "tensorflow", "nccl": "nccl", "tensorrt": "tensorrt",
               "bfc": "tensorflow/xla (BFC allocator)", "torch_async": "torch", "batch_search": "accelerate",
               "nvml_assert": "torch"}
 # Not failures: BFC's retryable "ran out of memory" warning (the real error follows if there is one),
@@ -100,6 +106,7 @@ _REQUESTS = (
     re.compile(r"allocating (\d+(?:\.\d+)? MiB) on device \d{1,3}: cudaMalloc failed"),
     re.compile(r"allocating (\d{1,20})-byte buffer"),                      # TensorRT's autotuner
     re.compile(r"Requested size was (\d{1,20}) bytes"),                    # TensorRT's OutOfMemory
+    re.compile(r"Memory not available to allocate buffer: (\d{1,20})"),    # MIOpen
 )
 # TensorRT's builder skips a tactic whose workspace it cannot allocate and tries the next: not a
 # failure unless the build then finds no implementation at all (logs.parser holds it until then)
@@ -266,6 +273,7 @@ OOM_WORDS = (
     "allocation on device", "outofmemoryerror", "nvml_success", "no executable batch size", "alloc_failed",
     "outofmemory", "requested amount of gpu memory", "resource_exhausted", "resource exhausted",
     "attempting to reserve", "oom when allocating tensor", "resourceexhaustederror", "ran out of memory",
+    "memory not available to allocate", "miopenstatusallocfailed",
     # allocator_fact
     "mig", "limit:", "inuse:", "numallocs:", "maxallocsize:", "reserved:", "largestfreeblock:", "bytes_in_use:",
     "largest_free_block_bytes:", "free memory/total memory:", "failed to cuda ", "currently allocated", "requested",
