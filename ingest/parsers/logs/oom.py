@@ -82,7 +82,9 @@ _BARE_OOM = (
                        r"[Oo]ut of (?:device )?memory|[Ff]ailed to allocate)")),
     # MIOpen (ROCm's cuDNN): "MIOpen Error: .../handlehip.cpp:70: Memory not available to allocate buffer: 655360000"
     ("miopen", re.compile(r"Memory not available to allocate buffer|miopenStatusAllocFailed")),
-    ("tensorflow", re.compile(r"OOM when allocating tensor|ResourceExhaustedError:? failed to allocate memory")),
+    # TF 1.x/2.x report a copy whose GPU destination could not be allocated as "Dst tensor is not initialized"
+    ("tensorflow", re.compile(r"OOM when allocating tensor|ResourceExhaustedError:? failed to allocate memory|"
+                              r"Dst tensor is not initialized")),
     ("bfc", re.compile(r"Allocator \([^)]{1,60}\) ran out of memory trying to allocate")),
 )
 _FRAMEWORK = {"miopen": "rocm/miopen", "xla": "jax/xla", "tensorflow": "tensorflow", "nccl": "nccl", "tensorrt": "tensorrt",
@@ -273,7 +275,7 @@ OOM_WORDS = (
     "allocation on device", "outofmemoryerror", "nvml_success", "no executable batch size", "alloc_failed",
     "outofmemory", "requested amount of gpu memory", "resource_exhausted", "resource exhausted",
     "attempting to reserve", "oom when allocating tensor", "resourceexhaustederror", "ran out of memory",
-    "memory not available to allocate", "miopenstatusallocfailed",
+    "memory not available to allocate", "miopenstatusallocfailed", "dst tensor is not initialized",
     # allocator_fact
     "mig", "limit:", "inuse:", "numallocs:", "maxallocsize:", "reserved:", "largestfreeblock:", "bytes_in_use:",
     "largest_free_block_bytes:", "free memory/total memory:", "failed to cuda ", "currently allocated", "requested",
