@@ -8,10 +8,14 @@ import shutil
 import pytest
 
 
+def compiler_on_path() -> str | None:
+    return next((c for c in ("cc", "gcc", "clang") if shutil.which(c)), None)
+
+
 def require_built(module, what: str) -> None:
     if module is not None:
         return
-    found = next((c for c in ("cc", "gcc", "clang") if shutil.which(c)), None)
+    found = compiler_on_path()
     if found:
         pytest.fail(f"{what} was not built although a C compiler ({found}) is on PATH: "
                     "the install failed to compile it (pip install -v -e . shows why)")
