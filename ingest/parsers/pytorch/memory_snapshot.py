@@ -41,16 +41,37 @@ _ACTION_KIND = {
 _LIVE_STATES = ("active_allocated", "active_pending_free")
 
 
+# torch.cuda.memory_snapshot() (and pickles of it written before _dump_snapshot existed) is the bare
+# list of segments: the pickle opens a list (after its PROTO and FRAME opcodes) and its first segment
+# dict names the segment keys
+_LIST_OPENERS = (b"]", b"(l")
+_SEGMENT_KEYS = (b"total_size", b"segment_type", b"allocated_size", b"active_size")
+
+
+def _legacy_segment_list(head: bytes) -> bool:
+    body = head[2:]
+    if body[:1] == b"\x95":  # FRAME (protocol 4+): an 8-byte length follows
+        body = body[9:]
+    return body[:2].startswith(_LIST_OPENERS) and b"total_size" in head[:512] and \
+        sum(k in head[:1024] for k in _SEGMENT_KEYS) >= 3
+
+
 def sniff(head: bytes, name: str) -> bool:
-    return is_pickle(head) and b"segments" in head[:256] and (
-        b"total_size" in head or b"device_traces" in head)
+    return is_pickle(head) and ((b"segments" in head[:256] and (
+        b"total_size" in head or b"device_traces" in head)) or _legacy_segment_list(head))
 
 
 def parse(path: Path, sink: EventSink, report: ParseReport) -> None:
     data = read_all(path, MAX_PICKLE_BYTES)
     snap = loads(data, path)
+    if isinstance(snap, list) and snap and all(isinstance(s, dict) and "total_size" in s for s in snap):
+        # torch.cuda.memory_snapshot(): the segments alone, no allocator history
+        snap = {"segments": snap}
+        report.warn("a bare list of segments (torch.cuda.memory_snapshot()): the allocator's state only, "
+                    "no history of allocations (record it with torch.cuda.memory._record_memory_history)")
     if not isinstance(snap, dict) or not isinstance(snap.get("segments"), list):
-        raise ParseError(str(path), "top level", "a memory snapshot: a dict with a 'segments' list")
+        raise ParseError(str(path), "top level", "a memory snapshot: a dict with a 'segments' list, "
+                                                 "or the list of segments torch.cuda.memory_snapshot() returns")
     traces = snap.get("device_traces") or []
     if not isinstance(traces, list):
         raise ParseError(str(path), "key 'device_traces'", "a list (one action list per device)")
