@@ -7,6 +7,7 @@ which file said what, when. The template only draws what `layout()` computed.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Sequence
 
 from diagnosis.latency_chart import nice_step
@@ -18,6 +19,7 @@ AXIS_H = 26            # tick labels at the bottom
 ROW_H = 24
 FINDINGS_ROW_H = 30
 MIN_MARK_W = 3.0
+WALL_CLOCK_FROM_NS = 946_684_800 * 10**9  # 2000-01-01: earlier starts count from a boot or a capture start
 
 
 @dataclass(frozen=True)
@@ -71,9 +73,12 @@ class Timeline:
 
 
 def layout(artifacts: list[tuple[str, int | None, int | None]], findings: Sequence[Finding],
-           width: int = 960) -> Timeline:
+           width: int = 960, own_clock: frozenset[str] | set[str] = frozenset()) -> Timeline:
     """artifacts: (name, start_ns, end_ns); findings: the report's findings (their evidence
-    rows become dots on their artifact's lane)."""
+    rows become dots on their artifact's lane); own_clock: artifacts the aligner left on their
+    own clock, drawn as labelled lanes without a bar (their times are not the axis's)."""
+    artifacts = [(f"{name} (own clock, not aligned)", None, None) if name in own_clock else (name, s, e)
+                 for name, s, e in artifacts]
     times = [t for _, s, e in artifacts for t in (s, e) if t]
     times += [t for f in findings for t in (f.start_ts, f.end_ts) if t]
     x0, x1 = LABEL_W, width - PAD_R
@@ -106,7 +111,13 @@ def layout(artifacts: list[tuple[str, int | None, int | None]], findings: Sequen
         for ev in f.evidence:
             if ev.ts and ev.artifact in lane_y:
                 tl.dots.append(Dot(f.id, f.severity, x(ev.ts), lane_y[ev.artifact] + ROW_H / 2, ev.text[:200]))
-    tl.ticks = [TimelineTick(x(t0 + off), format_offset(off)) for off in tick_offsets(span)]
+    if t0 >= WALL_CLOCK_FROM_NS:
+        step = tick_offsets(span)[1] if span > 1 else 1
+        first = -(-t0 // step) * step  # round wall-clock values: 09:32:20, 09:32:30 ...
+        tl.ticks = [TimelineTick(x(t), format_wall(t, step, with_date=i == 0))
+                    for i, t in enumerate(range(first, t1 + 1, step))]
+    else:
+        tl.ticks = [TimelineTick(x(t0 + off), format_offset(off)) for off in tick_offsets(span)]
     return tl
 
 
@@ -114,6 +125,16 @@ def tick_offsets(span_ns: int, target: int = 6) -> list[int]:
     """Offsets (ns from the start) at a 1-2-5 step giving about `target` ticks."""
     step = max(int(nice_step(span_ns / target)), 1)
     return list(range(0, span_ns + 1, step))
+
+
+def format_wall(ns: int, step: int, with_date: bool = False) -> str:
+    """UTC wall-clock time with as many decimals as `step` needs; the date on the first tick."""
+    when = datetime.fromtimestamp(ns // 10**9, timezone.utc)
+    digits = 0
+    while digits < 9 and step % 10 ** (9 - digits):
+        digits += 1
+    clock = when.strftime("%H:%M:%S") + (f".{ns % 10**9:09d}"[:digits + 1] if digits else "")
+    return f"{when:%Y-%m-%d} {clock} UTC" if with_date else clock
 
 
 def format_offset(ns: int) -> str:

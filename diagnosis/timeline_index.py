@@ -237,8 +237,11 @@ def build_index(events: pd.DataFrame, report: Report | None = None) -> TimelineI
     offsets = np.searchsorted(lane, np.arange(len(lanes) + 1), side="left").astype(np.int64)
     run_end = _running_max(end, offsets)
     art_codes, art_names = _strings(events["artifact"])
-    starts = [int(ts.min())] if len(ts) else []
-    ends = [int(end.max())] if len(end) else []
+    # the default view is the report's span: the artifacts on the common clock (one left on its
+    # own clock, a perf capture without an offset, would stretch it over whatever it counts from)
+    span = (report.trace.start_ts, report.trace.end_ts) if report and report.trace.start_ts else None
+    starts = [span[0]] if span else [int(ts.min())] if len(ts) else []
+    ends = [span[1]] if span else [int(end.max())] if len(end) else []
     starts += [b.ts for b in bands]
     ends += [b.ts + b.dur for b in bands]
     return TimelineIndex(

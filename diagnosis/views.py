@@ -50,7 +50,8 @@ def report_context(trace: Trace) -> dict:
         or [(a.name, a.start_ts, a.end_ts) for a in trace.artifacts.exclude(format__in=Artifact.CONTAINERS)]
     series = report.trace.series
     return {"report": report if trace.report else None, "clusters": clusters, "violations": report.violations,
-            "timeline": layout(lanes, report.findings),
+            "timeline": layout(lanes, report.findings,
+                               own_clock={a["artifact"] for a in report.trace.alignment if not a.get("aligned", True)}),
             "latency_chart": chart(series.get("step_latency_ms", [])),
             "telemetry_chart": telemetry_chart(series.get("gpu_telemetry", {}), report.findings,
                                                report.trace.start_ts, report.trace.end_ts)}

@@ -218,6 +218,66 @@ def _ranks_past(t: dict, counters: dict[int, list[dict]]):
             "TORCH_DISTRIBUTED_DEBUG=DETAIL", sorted(past)) if past else None
 
 
+# --- a rank whose own log goes on past the timeout ------------------------------------------------
+WENT_ON_SLACK_NS = 5 * 10**9   # a peer blocked in the same collective times out within seconds of this rank
+MAX_TAGGED_ROWS = 20_000       # rank-tagged log rows read to tell which log is which rank's
+_GLOBAL_RANK = re.compile(r"\bglobal rank: (\d+)")      # c10d's "ProcessGroupNCCL initialization options"
+_RANK_IN_NAME = re.compile(r"rank[_-]?(\d+)", re.IGNORECASE)
+
+
+def rank_logs(ev: pd.DataFrame, found: list[dict]) -> dict[int, dict]:
+    """rank -> its own log: where it ends and whether it shows a timeout or a failure of its own.
+    Which rank a log is: the one every rank-tagged line in it names (torch's `[rankN]:` prefix,
+    its watchdog lines), else its process group's init line ("global rank: N"), else its file
+    name (`rank1.log`, `rank_1.txt`), as the flight-recorder dumps are read."""
+    logs = ev[ev["source"] == "log"]
+    if logs.empty:
+        return {}
+    attrs = logs["attrs"]
+    said = logs[(attrs.str.contains('"rank":', regex=False) | attrs.str.contains("global rank: ", regex=False))
+                .fillna(False).to_numpy(bool)]
+    ranks: dict[str, set] = defaultdict(set)
+    for artifact, text in zip(text_values(said["artifact"])[:MAX_TAGGED_ROWS], said["attrs"][:MAX_TAGGED_ROWS]):
+        a = _attrs(text)
+        rank = _int(a.get("rank"))
+        if rank is None and (m := _GLOBAL_RANK.search(str(a.get("text", "")))):
+            rank = int(m.group(1))
+        if rank is not None:
+            ranks[artifact].add(rank)
+    for artifact in set(text_values(logs["artifact"])) - set(ranks):
+        if (m := _RANK_IN_NAME.search(artifact.rsplit("/", 1)[-1])):
+            ranks[artifact].add(int(m.group(1)))
+    troubled = {f["artifact"] for f in found} | set(text_values(
+        logs[in_values(logs["name"], TIMEOUT_NAMES + TEARDOWN_NAMES)]["artifact"]))
+    owners: dict[int, list[str]] = defaultdict(list)
+    for artifact, seen in ranks.items():
+        if len(seen) == 1:
+            owners[next(iter(seen))].append(artifact)
+    last = logs.groupby(text_values(logs["artifact"]))["ts"].max()
+    return {r: {"artifact": arts[0], "last_ts": int(last[arts[0]]), "troubled": arts[0] in troubled,
+                "where": f"{arts[0]} to its last line"} for r, arts in owners.items() if len(arts) == 1}
+
+
+def _ranks_went_on(t: dict, ts: int, logs: dict[int, dict]):
+    """Peers whose own log goes on after this rank's watchdog fired, with no timeout or failure of
+    their own: a rank blocked in the same collective would have timed out too, so they were not
+    in it (they never issued it, or ran a different collective there)."""
+    rank, seq = _int(t.get("rank")), _int(t.get("seq"))
+    if seq is None or str(t.get("op", "")).upper() in P2P_OPS:
+        return None
+    went = {r: p for r, p in logs.items() if r != rank and not p["troubled"] and p["last_ts"] > ts + WENT_ON_SLACK_NS}
+    if not went:
+        return None
+    said = "; ".join(f"rank {r}: {p['artifact']} goes on {(p['last_ts'] - ts) / 1e9:.0f} s after it"
+                     for r, p in sorted(went.items()))
+    return ("peer_missing",
+            f"rank {rank}'s seq {seq} timed out while rank(s) {sorted(went)} went on with no timeout or failure of "
+            f"their own ({said}): a rank waiting in seq {seq} would have timed out as well, so they never joined it "
+            f"(they skipped it, or called a different collective there)",
+            "flight-recorder dumps from every rank (TORCH_NCCL_DUMP_ON_TIMEOUT=1): they tell a skipped collective "
+            "from a different one", sorted(went))
+
+
 def _teardown_verdict(t: dict) -> tuple[str, str, str, list[int]]:
     who = f"rank {t['rank']}" if t.get("rank") is not None else "a rank"
     what = ("a collective timed out (the watchdog's stack shows WorkNCCL::checkTimeout)" if t.get("timed_out")
@@ -475,7 +535,8 @@ def _failure_verdict(t: dict, f: dict) -> tuple[str, str, str, list[int]]:
          "undetermined, "
          "attrs.reason says why, attrs.culprit_ranks (and attrs.culprit, as text) the rank(s) to blame, "
          "attrs.next_capture what would decide it, attrs.caused_by (artifact|loc) the failure a peer_failed or "
-         "own_failure timeout follows, attrs.mismatch_source (watchdog_lines, flight_recorder) for a mismatch; "
+         "own_failure timeout follows, attrs.mismatch_source (watchdog_lines, report, flight_recorder, peer_progress) "
+         "for a mismatch; attrs.went_on (rank -> where its log goes on) when other ranks' logs show them past it; "
          "attrs.seq, op, pg, rank, timeout_ms, elapsed_ms from the log; attrs.signal is heartbeat for a hung watchdog, "
          "teardown for a rank's process-group teardown lines read where the trace holds no timeout record.")
 def nccl_timeouts(ctx) -> pd.DataFrame:
@@ -489,6 +550,7 @@ def nccl_timeouts(ctx) -> pd.DataFrame:
     divergences = first_divergences(*fr_entries(ev))
     found = sorted(failures(ev), key=lambda f: f["ts"])[:MAX_FAILURES]
     counters = rank_counters(ev)
+    logs = rank_logs(ev, found)
     parsed = [_attrs(a) for a in timeouts["attrs"]]
     mismatches = watchdog_mismatches(parsed)
     report = _mismatch_report(ev) or _coll_mismatch_report(ctx)
@@ -499,6 +561,9 @@ def nccl_timeouts(ctx) -> pd.DataFrame:
         cause, reason, capture, culprits = verdict(a, entries, status, divergences, mismatches.get(i) or report,
                                                    failure, counters)
         extra = {}
+        if cause == "undetermined" and (went := _ranks_went_on(a, int(row["ts"]), logs)):
+            cause, reason, capture, culprits = went
+            extra["went_on"] = {str(r): logs[r]["where"] for r in culprits}
         if cause in ("peer_failed", "own_failure", "transport_failed") and failure:
             extra = {"caused_by": f"{failure['artifact']}|{failure['loc']}", "failure": failure["name"],
                      "failure_key": failure["key"], "failure_loc": f"{failure['artifact']} {failure['loc']}"}

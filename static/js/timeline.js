@@ -28,12 +28,20 @@
     if (a >= 1e3) return (ns / 1e3).toFixed(2) + " µs";
     return Math.round(ns) + " ns";
   }
-  // axis ticks: as many decimals as the visible width needs, so ticks 2 µs apart at +3.254 s differ
-  function fmtAxis(ns) {
+  // axis ticks: wall-clock time (UTC) where the trace is on the wall clock, else the offset from its
+  // start; as many decimals as the visible width needs, so ticks 2 µs apart differ
+  const WALL_CLOCK_FROM = 946684800000000000n;  // 2000-01-01: earlier origins count from a boot or a start
+  function fmtAxis(ns, index) {
     const [s, e] = range || [0, span], step = Math.max((e - s) / 10, 1), a = Math.abs(ns);
+    if (origin >= WALL_CLOCK_FROM) {
+      const t = origin + BigInt(Math.round(ns)), iso = new Date(Number(t / 1000000000n) * 1000).toISOString();
+      const digits = Math.min(9, Math.max(0, Math.ceil(Math.log10(1e9 / step))));
+      const clock = iso.slice(11, 19) + (digits ? "." + (t % 1000000000n).toString().padStart(9, "0").slice(0, digits) : "");
+      return index === 0 ? iso.slice(0, 10) + " " + clock + " UTC" : clock;
+    }
     const unit = a >= 1e9 ? [1e9, " s"] : a >= 1e6 ? [1e6, " ms"] : a >= 1e3 ? [1e3, " µs"] : [1, " ns"];
     const digits = Math.min(9, Math.max(0, Math.ceil(Math.log10(unit[0] / step))));
-    return (ns / unit[0]).toFixed(digits) + unit[1];
+    return "+" + (ns / unit[0]).toFixed(digits) + unit[1];
   }
   // a phone has room for the lane's own name only (stream 7, thread 425, ↳ depth 2)
   function laneLabel(lane) {
@@ -96,7 +104,7 @@
       animation: false,
       grid: {left: labelW, right: 16, top: 8, bottom: 64},
       tooltip: {confine: true, formatter: p => tooltip(items[p.dataIndex])},
-      xAxis: {type: "value", min: 0, max: span, axisLabel: {color: text, formatter: v => fmtAxis(v), hideOverlap: true},
+      xAxis: {type: "value", min: 0, max: span, axisLabel: {color: text, formatter: (v, i) => fmtAxis(v, i), hideOverlap: true},
         splitLine: {lineStyle: {color: grid}}},
       yAxis: {type: "category", inverse: true, data: lanes.map(laneLabel),
         axisLabel: {color: text, width: labelW - 12, overflow: "truncate", fontSize: 11}, axisTick: {show: false},

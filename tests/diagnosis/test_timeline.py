@@ -40,3 +40,19 @@ def test_ticks_follow_a_1_2_5_step():
 
 def test_offsets_read_like_a_person_would_write_them():
     assert [format_offset(n) for n in (0, 2 * S, 1_500_000, 250_000, 12)] == ["0", "+2 s", "+1.5 ms", "+250 µs", "+12 ns"]
+
+
+def test_a_wall_clock_trace_is_read_in_wall_clock_time():
+    t0 = 1_795_944_739 * S + 400_000_000  # 2026-11-29 09:32:19.4 UTC
+    tl = layout([("rank0.log", t0, t0 + 20 * S)], [])
+    labels = [t.label for t in tl.ticks]
+    assert labels[0] == "2026-11-29 09:32:20 UTC" and labels[1:3] == ["09:32:25", "09:32:30"]
+    fine = layout([("kineto.json", t0, t0 + 3 * 10**6)], [])
+    assert fine.ticks[1].label == "09:32:19.4005"
+
+
+def test_an_artifact_on_its_own_clock_does_not_stretch_the_axis():
+    t0 = 1_795_944_739 * S
+    tl = layout([("rank0.log", t0, t0 + 10 * S), ("perf.txt", 2_580 * S, 2_590 * S)], [], own_clock={"perf.txt"})
+    assert tl.lanes[1].x is None and tl.lanes[1].label == "perf.txt (own clock, not aligned)"
+    assert tl.ticks[0].label == "2026-11-29 09:32:20 UTC" and tl.ticks[-1].label == "09:32:28"
