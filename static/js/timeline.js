@@ -61,7 +61,8 @@
     const body = await response.json();
     origin = BigInt(body.origin); span = Math.max(body.trace_end_ns - body.origin_ns, 1);
     lanes = body.lanes; items = body.items;
-    status.textContent = items.length + " items" + (body.merged ? " (merged where dense: zoom in for single events)" : "");
+    const day = origin >= WALL_CLOCK_FROM ? new Date(Number(origin / 1000000000n) * 1000).toISOString().slice(0, 10) + " UTC · " : "";
+    status.textContent = day + items.length + " items" + (body.merged ? " (merged where dense: zoom in for single events)" : "");
     return body;
   }
 
@@ -236,6 +237,7 @@
   document.querySelectorAll("button.evidence-link").forEach(b => b.addEventListener("click", () => focusEvidence(b)));
   window.matchMedia("(prefers-color-scheme: dark)").addEventListener("change", () => { chart.dispose(); chart = null; draw(true); });
   // for tests and people with the console open
-  window.tracedocTimeline = {items: () => items, lanes: () => lanes, range: () => visible(), highlight: () => highlight};
+  window.tracedocTimeline = {items: () => items, lanes: () => lanes, range: () => visible(), highlight: () => highlight,
+    axisLabel: (ns, index) => fmtAxis(ns, index)};
   fetchView().then(body => { if (body) draw(false); });
 })();

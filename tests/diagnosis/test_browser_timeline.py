@@ -1,6 +1,8 @@
 """The trace page in a real browser at 1400x1000 and 390x844: zoom into a kernel on the
 timeline, click an evidence item and land on its event, the phone layout without sideways
 page scroll, the dark theme. Screenshots land in test-artifacts/browser/."""
+import re
+
 import pytest
 
 from tests.support.browser_wait import wait_for_js
@@ -39,6 +41,11 @@ def test_zoom_into_a_kernel_and_land_on_evidence(graph_trace, live_server, brows
     single = page.evaluate(f"() => window.tracedocTimeline.items().filter(i => i.row === {kernel['row']})")
     assert single and single[0]["count"] == 1
     page.screenshot(path=str(SHOTS / "timeline_kernel.png"), full_page=False)
+    # the axis reads wall-clock time (UTC), the day in the status line
+    assert re.match(r"^\d{4}-\d\d-\d\d UTC · ", page.inner_text(".timeline-status"))
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(\.\d+)? UTC",
+                        page.evaluate("() => window.tracedocTimeline.axisLabel(0, 0)"))
+    assert re.fullmatch(r"\d\d:\d\d:\d\d(\.\d+)?", page.evaluate("() => window.tracedocTimeline.axisLabel(1000, 1)"))
 
     evidence = page.locator("button.evidence-link").first
     evidence.scroll_into_view_if_needed()
