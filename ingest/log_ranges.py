@@ -29,9 +29,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from ingest.events import EventSink, ParseReport
+from ingest.events import EventLimitReached, EventSink, ParseReport
 from ingest.io import is_gzip
-from ingest.parse import event_file
+from ingest.parse import event_file, events_allowed
 from ingest.parsers.logs.blocks import Line
 from ingest.parsers.logs.parser import FORMAT, REPEAT_WINDOW, SOURCE, LogParser
 
@@ -87,6 +87,7 @@ class RangeOutcome(JsonCarried):
     year_assumed: bool = False
     error: str = ""
     seconds: float = 0.0
+    limited: bool = False   # stopped at the per-artifact event bound (ingest.parse.events_allowed)
 
 
 def splittable(path: Path) -> bool:
@@ -191,38 +192,42 @@ def parse_range(path: Path, rng: LineRange, name: str, year: int, on_batch: Call
     """The rows of the lines of `rng` (to `on_batch`), with the digests and held state the
     merge needs. Warm-up lines feed the parser but their rows and warnings are dropped."""
     warm_report, report = ParseReport(format=FORMAT), ParseReport(format=FORMAT)
-    sink = EventSink(name, SOURCE, on_batch)
+    limit, setting = events_allowed(FORMAT)  # no range may cost more than the whole file may
+    sink = EventSink(name, SOURCE, on_batch, limit=limit, limit_setting=setting)
     parser = _RangeParser(EventSink(name, SOURCE, _Discard()), warm_report, year)
     out = RangeOutcome()
     started = time.perf_counter()
     pos, no, own = rng.warm_start, rng.warm_line, False
-    with open(path, "rb") as f:
-        f.seek(rng.warm_start)
-        for raw in f:
-            if pos >= rng.end:
-                break
-            if not own and pos >= rng.start:
-                own = True
-                parser.sink.flush()
-                parser.sink, parser.report = sink, report
-                parser.timeouts, parser.pg_state = [], {}
-                out.start_digest, out.start_sticky = state_digest(parser, no), parser.sticky()
-                parser.track()
-            parser.feed(Line(no, parser._decode(raw, no), None, 0))  # type: ignore[arg-type]
-            pos += len(raw)
-            no += 1
-            if progress is not None and no % 8192 == 0:
-                progress(pos - rng.start)
-    if not own:  # an empty range (the empty file)
-        parser.sink, parser.report = sink, report
-        parser.timeouts, parser.pg_state = [], {}
-        out.start_digest, out.start_sticky = state_digest(parser, no), parser.sticky()
-        parser.track()
-    out.end_digest, out.end_sticky = state_digest(parser, no), parser.sticky()
-    if rng.last:
-        parser._flush_wrap()
-        parser._close_block()
-        parser._flush_wrap()
+    try:
+        with open(path, "rb") as f:
+            f.seek(rng.warm_start)
+            for raw in f:
+                if pos >= rng.end:
+                    break
+                if not own and pos >= rng.start:
+                    own = True
+                    parser.sink.flush()
+                    parser.sink, parser.report = sink, report
+                    parser.timeouts, parser.pg_state = [], {}
+                    out.start_digest, out.start_sticky = state_digest(parser, no), parser.sticky()
+                    parser.track()
+                parser.feed(Line(no, parser._decode(raw, no), None, 0))  # type: ignore[arg-type]
+                pos += len(raw)
+                no += 1
+                if progress is not None and no % 8192 == 0:
+                    progress(pos - rng.start)
+        if not own:  # an empty range (the empty file)
+            parser.sink, parser.report = sink, report
+            parser.timeouts, parser.pg_state = [], {}
+            out.start_digest, out.start_sticky = state_digest(parser, no), parser.sticky()
+            parser.track()
+        out.end_digest, out.end_sticky = state_digest(parser, no), parser.sticky()
+        if rng.last:
+            parser._flush_wrap()
+            parser._close_block()
+            parser._flush_wrap()
+    except EventLimitReached:
+        out.limited = True  # the merge falls back to the single parse, which stops where the bound says
     sink.flush()
     out.events = sink.count
     out.warnings = list(report.warnings)
@@ -247,6 +252,10 @@ def parse_range_to_parquet(path: Path, rng: LineRange, out: Path, name: str, yea
 def consistent(outcomes: list[RangeOutcome]) -> str:
     """"" when the ranges join up (each started in the state its predecessor ended in), else
     why not."""
+    limit, setting = events_allowed(FORMAT)
+    if any(o.limited for o in outcomes) or sum(o.events for o in outcomes) > limit:
+        # the single parse keeps the first `limit` events and says where it stopped
+        return f"the log holds more than {limit:,} events ({setting}): read by one worker up to that bound"
     for i, o in enumerate(outcomes):
         if o.error:
             return f"range {i + 1} failed: {o.error}"

@@ -106,3 +106,17 @@ def test_a_chained_exception_whose_first_traceback_is_before_the_warm_up_is_dete
     ranges, why, _, _ = in_ranges(path, 100 << 10, 4 << 10)
     assert len(ranges) >= 2 and "last_traceback_loc" in why and "warm-up too short" in why
     assert assert_same(path, 100 << 10, 1 << 20) >= 2  # a warm-up back to the first traceback joins up
+
+
+def test_a_log_past_the_event_bound_is_not_merged_from_ranges(tmp_path, monkeypatch):
+    """Each range stops at the whole file's event bound, and ranges that together exceed it
+    are not merged: the caller parses the file whole, which keeps the first events and says
+    where it stopped (ingest.parse)."""
+    monkeypatch.setenv("TRACEDOC_MAX_LOG_EVENTS", "300")
+    path = tmp_path / "tiny.log"
+    path.write_text("".join(f"x{i}\n" for i in range(1000)))
+    ranges, why, _, table = in_ranges(path, 1000, 0)
+    assert len(ranges) >= 4 and "more than 300 events (TRACEDOC_MAX_LOG_EVENTS)" in why
+    assert table.num_rows <= 300 * len(ranges)  # no range read past the bound
+    whole_report, whole = parse_to_table(path, "tiny.log", "tiny.log")
+    assert whole.num_rows == 300 and "the rest of the file was not read" in whole_report.warnings[0]
