@@ -15,6 +15,7 @@ from rest_framework.views import APIView
 from diagnosis.timeline_export import chrome_trace
 from diagnosis.timeline_store import index_for
 from diagnosis.timeline_view import DEFAULT_MAX_ITEMS, MAX_ITEMS_LIMIT, locate, view
+from ingest.events import INT64_MAX, INT64_MIN
 from ingest.io import open_stream
 from ingest.api.problems import TRACE_NOT_DONE, problem
 from ingest.models import Artifact, Trace
@@ -24,8 +25,9 @@ MAX_LINE_BYTES = 4096  # a longer line is cut (a file with no newlines is not re
 
 
 class RangeQuery(serializers.Serializer):
-    start_ns = serializers.IntegerField(required=False, help_text="absolute ns on the report's clock")
-    end_ns = serializers.IntegerField(required=False)
+    start_ns = serializers.IntegerField(required=False, min_value=INT64_MIN, max_value=INT64_MAX,
+                                        help_text="absolute ns on the report's clock")
+    end_ns = serializers.IntegerField(required=False, min_value=INT64_MIN, max_value=INT64_MAX)
     max_items = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ITEMS_LIMIT,
                                          default=DEFAULT_MAX_ITEMS)
     # blank = not given, as a query string's empty value is

@@ -74,8 +74,13 @@ class TraceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Crea
         if self.action == "list":
             qs = qs.listed()
             if state := self.request.query_params.get("state"):
+                if state not in Trace.State.values:  # also a NUL byte, which PostgreSQL refuses
+                    raise serializers.ValidationError(
+                        {"state": f"one of {', '.join(Trace.State.values)}"})
                 qs = qs.filter(state=state)
             for label in self.request.query_params.getlist("label"):
+                if "\x00" in label:
+                    raise serializers.ValidationError({"label": "key=value without NUL characters"})
                 key, _, value = label.partition("=")
                 qs = qs.with_label(key.strip(), value.strip())
         return qs
