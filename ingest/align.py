@@ -97,7 +97,13 @@ def plan_alignment(tables: dict[str, pa.Table], metas: dict[str, dict],
     anchor = (min(s.lo for s in exact.values()), max(s.hi for s in exact.values())) if exact else None
     user = _user_offsets(clock_offsets or {}, list(tables))
     yearless = [n for n in tables if n not in user and clocks[n].domain == "unix" and clocks[n].year_assumed]
-    reference = exact or _yearless_consensus(yearless, clocks, ranges)
+    consensus_year, reference = (None, exact) if exact else _yearless_consensus(yearless, clocks, ranges)
+
+    def dated_anchor(but: str) -> tuple[int, int] | None:
+        """Nothing has exact times: the other files' dates, with a guessed zone or year, are the best there is."""
+        dated = [r for n, r in ranges.items()
+                 if n != but and r and clocks[n].domain == "unix" and not clocks[n].date_assumed]
+        return (min(lo for lo, _ in dated), max(hi for _, hi in dated)) if dated else None
     dumps = {n: tables[n] for n in exact if "pg_config" in (metas.get(n) or {})}  # flight-recorder dumps
     plans = {}
     for name in tables:
@@ -110,9 +116,11 @@ def plan_alignment(tables: dict[str, pa.Table], metas: dict[str, dict],
             plans[name] = Alignment(name, domain, user[name], method, True, evidence="tracedoc-clock.json / labels")
         elif name in yearless:
             others = {n: s for n, s in reference.items() if n != name}
-            plans[name] = _place_yearless(name, clock, rng, others, shared_collectives(tables[name], dumps))
+            plans[name] = _place_yearless(name, clock, rng, others, shared_collectives(tables[name], dumps),
+                                          consensus_year)
         elif domain == "unix":
-            plans[name] = _unix(name, clock, rng, anchor)
+            plans[name] = _unix(name, clock, rng, anchor or dated_anchor(name),
+                                alone=sum(1 for r in ranges.values() if r) <= 1)
         elif domain in ("monotonic", "relative"):
             if clock.offset_ns is not None:
                 source = clock.offset_source or "the capture's own clock reference"
@@ -121,9 +129,9 @@ def plan_alignment(tables: dict[str, pa.Table], metas: dict[str, dict],
                 plans[name] = Alignment(name, domain, 0, f"left on its own {domain} clock (no offset given: see "
                                                          "tracedoc-clock.json in the docs); not comparable with "
                                                          "wall-clock artifacts", False)
-        elif domain == "none" and anchor:
-            plans[name] = Alignment(name, domain, anchor[0], "no timestamps: placed at the trace start in file "
-                                                             "order, 1 ns apart", True)
+        elif domain == "none" and (start := anchor or dated_anchor(name)):
+            plans[name] = Alignment(name, domain, start[0], "no timestamps: placed at the trace start in file "
+                                                            "order, 1 ns apart", True)
         else:
             plans[name] = Alignment(name, domain, 0, "no clock to align to" if domain == "none"
                                     else "clock domain not stated by the parser: kept as is", False)
@@ -160,22 +168,23 @@ def describe_plans(plans: dict[str, Alignment]) -> list[dict]:
     return [asdict(p) for p in plans.values()]
 
 
-def _yearless_consensus(names: list[str], clocks: dict[str, Clock], ranges: dict) -> dict[str, Span]:
+def _yearless_consensus(names: list[str], clocks: dict[str, Clock], ranges: dict) -> tuple[int | None, dict[str, Span]]:
     """Nothing has full dates: the year-less files agree on the year most of them were given
-    (the latest of equals); that is their reference, weak evidence, and said so."""
+    (the latest of equals); that year and those files are the reference, weak evidence, and said so."""
     years = Counter(clocks[n].year_assumed for n in names if ranges[n] and _plausible_year(clocks[n].year_assumed))
     if not years:
-        return {}
+        return None, {}
     year = max(years, key=lambda y: (years[y], y))
-    return {n: Span(f"{n}'s year ({clocks[n].year_source or 'assumed'})", *ranges[n])
-            for n in names if clocks[n].year_assumed == year and ranges[n]}
+    return year, {n: Span(f"{n}'s year ({clocks[n].year_source or 'assumed'})", *ranges[n])
+                  for n in names if clocks[n].year_assumed == year and ranges[n]}
 
 
 def _place_yearless(name: str, clock: Clock, rng, reference: dict[str, Span],
-                    shared: list[SharedCollective]) -> Alignment:
+                    shared: list[SharedCollective], consensus_year: int | None = None) -> Alignment:
     """Stamps without a year take the year the upload's other evidence gives, never one
     that merely fits a range: the same collective in a dump first, else the other files'
-    dates within a day; what cannot be decided stays as read, with a warning."""
+    dates within a day (or, where nothing has full dates, the year most year-less files were
+    given); what cannot be decided stays as read, with a warning."""
     year = clock.year_assumed
     said = f"time stamps without a year, read as {year} ({clock.year_source or 'assumed'})"
     if not rng:
@@ -197,6 +206,9 @@ def _place_yearless(name: str, clock: Clock, rng, reference: dict[str, Span],
     if not reference:
         return Alignment(name, "unix", 0, f"{said}; nothing in the upload to check the year against", True,
                          evidence=clock.year_source or "assumed")
+    if year == consensus_year:
+        return Alignment(name, "unix", 0, f"{said}; kept: the year most of the upload's year-less files were given "
+                                          "(nothing in it has full dates)", True, evidence="the year-less files' year")
 
     def gap(off: int) -> tuple[int, Span]:
         return min(((s.gap(rng[0] + off, rng[1] + off), s) for s in reference.values()), key=lambda g: g[0])
@@ -234,10 +246,16 @@ def _user_offsets(offsets: dict[str, int], names: list[str]) -> dict[str, int]:
     return resolved
 
 
-def _unix(name: str, clock: Clock, rng, anchor) -> Alignment:
+def _unix(name: str, clock: Clock, rng, anchor, alone: bool = True) -> Alignment:
     flags = clock.assumptions
     if not flags:
         return Alignment(name, "unix", 0, "wall clock as recorded", True)
+    if rng and not anchor and clock.date_assumed:
+        # a time of day with no date anywhere in the upload: its 1970-01-01 is no date
+        return Alignment(name, "unix", 0, "a time of day only, and nothing in the upload says the date: left on its "
+                                          "own clock", False,
+                         warning="" if alone else f"{name}: times of day only, and no other file says the date: left "
+                                                  "on its own clock, not compared with the others")
     if not rng or not anchor:
         return Alignment(name, "unix", 0, f"wall clock with {', '.join(flags)}; nothing exact to check it against",
                          True)
