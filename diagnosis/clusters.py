@@ -77,15 +77,24 @@ def _follows_from(a: Finding, b: Finding) -> bool:
     return bool(ref) and any(f"{e.artifact}|{e.loc}" == ref for e in a.evidence)
 
 
+FLOOR = "unexplained.failure"  # rules.features.failures: any other finding at warning or above explains it
+
+
+def _suppresses(g: Finding, f: Finding) -> bool:
+    if f.root_cause in g.suppresses:
+        return True
+    return f.root_cause == FLOOR and g.root_cause != FLOOR and RANK.get(g.severity, 0) >= RANK["warning"]
+
+
 def apply_suppressions(findings: list[Finding]) -> tuple[list[Finding], list[Suppression]]:
     """(kept, suppressed): a finding whose root cause another finding's rule `suppresses`
     (on the same scope) is redundant; the report lists it as suppressed, not as a finding."""
     kept, suppressed = [], []
     for f in findings:
-        by = next((g for g in findings if g is not f and f.root_cause in g.suppresses and _same_scope(g, f)), None)
+        by = next((g for g in findings if g is not f and _suppresses(g, f) and _same_scope(g, f)), None)
         if by is None:
             kept.append(f)
-        else:
+        elif f.root_cause != FLOOR:  # the floor under the rules is dropped, not listed, where a rule explains
             suppressed.append(Suppression(rule_id=f.rule_id, root_cause=f.root_cause, by=by.rule_id))
     return kept, suppressed
 

@@ -214,12 +214,22 @@ def _sglang(m: re.Match, body: str, p: Prefix, year: _Year) -> str:
     return body[m.end():]
 
 
+# TensorFlow/XLA's C++ logging after the ISO stamp: "2023-07-19 22:08:36.875173: F ./tensorflow/...h:174] "
+_TF_LEVEL = re.compile(r"^: ([IWEF]) ([\w./-]{1,300}:\d{1,6})\] ?")
+_TF_LEVELS = {"I": "info", "W": "warning", "E": "error", "F": "critical"}
+
+
 def _iso(m: re.Match, body: str, p: Prefix, year: _Year) -> str:
     g = m.groups()
     p.ts = _ns(int(g[0]), int(g[1]), int(g[2]), int(g[3]), int(g[4]), int(g[5]), g[6], g[7])
     if g[8]:
         p.severity = _LEVELS[g[8]]
-    return body[m.end():]
+    rest = body[m.end():]
+    t = _TF_LEVEL.match(rest) if not g[8] and rest[:1] == ":" else None
+    if t:
+        p.severity, p.origin = _TF_LEVELS[t.group(1)], t.group(2)
+        rest = rest[t.end():]
+    return rest
 
 
 def _syslog(m: re.Match, body: str, p: Prefix, year: _Year) -> str:
