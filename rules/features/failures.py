@@ -24,6 +24,7 @@ from rules.features import as_event_frame, feature, in_values, parse_attrs
 
 FAILURE_KINDS = ("error", "oom")
 FAILURE_LEVELS = ("error", "critical")
+CONSEQUENCES = ("ProcessCrashed",)  # logs.lines: the shell's notice that the process died
 # error-level lines that are not failures: registration races of TF/XLA's plugin factories at
 # import, NUMA probes, retried stream-executor allocations, an echo kept as a repeat
 BENIGN = re.compile(r"Unable to register cu(?:DNN|FFT|BLAS) factory|could not open file to read NUMA node|"
@@ -92,6 +93,13 @@ def unexplained_failures(ctx) -> pd.DataFrame:
                                      "text": str(attrs.get("text") or message)[:2000]}))
     if not keep:
         return as_event_frame(None)
+    # the shell's crash notice ("Aborted (core dumped)") after a failure the file states is that
+    # failure's consequence, not a second one
+    names = rows["name"].astype(str).to_numpy()
+    arts = rows["artifact"].astype(str).to_numpy()
+    stated = {arts[i] for i in keep if names[i] not in CONSEQUENCES}
+    kept = [(i, a) for i, a in zip(keep, attrs_out) if not (names[i] in CONSEQUENCES and arts[i] in stated)]
+    keep, attrs_out = [i for i, _ in kept], [a for _, a in kept]
     out = rows.iloc[np.asarray(keep)].reset_index(drop=True).copy()
     out["attrs"] = attrs_out
     return as_event_frame(out)

@@ -520,6 +520,32 @@ def _number(text: str):
             return text
 
 
+# --- a process that died: what a runtime prints as it goes down, whatever logger it bypasses ----
+_FATAL = (
+    ("GoPanic", re.compile(r"^panic: (.{1,400})")),                                      # Go (ollama, k8s plugins)
+    ("FatalError", re.compile(r"^(?:Fatal Python error|fatal error|FATAL ERROR): (.{1,400})")),
+    ("ProcessCrashed", re.compile(r"^((?:Segmentation fault|Aborted|Bus error|Illegal instruction|"
+                                  r"Floating point exception)(?: \(core dumped\))?)\s*$")),
+    ("ModelLoadFailed", re.compile(r"\berror loading model: (.{1,300})|\bfailed to load model\b(.{0,200})")),
+)
+_FATAL_WORDS = ("panic: ", "fatal python error", "fatal error", "segmentation fault", "aborted",
+                "bus error", "illegal instruction", "floating point exception", "error loading model",
+                "failed to load model")
+
+
+def _fatal(body: str) -> LineHit | None:
+    """A process that died or gave up: Go's panic, a runtime's fatal error, the shell's crash notice,
+    a model loader's final error. Rules that know the cause explain it; else the floor
+    (rules.features.failures) reports it."""
+    text = body.strip()
+    for name, rx in _FATAL:
+        m = rx.search(text) if name == "ModelLoadFailed" else rx.match(text)
+        if m:
+            message = next((g for g in m.groups() if g), "") or text
+            return LineHit("error", name, {"message": text[:500], "detail": message.strip()[:300]}, "error")
+    return None
+
+
 # --- the families, in the order they are tried, with the words each needs --------------------
 # A word list is a necessary condition of the family's patterns, compared case-insensitively
 # (logs.prefilter); when a pattern changes, its words change with it.
@@ -554,6 +580,7 @@ _FAMILIES: tuple[tuple[Callable[[str], LineHit | None], Needs], ...] = (
     (_tables, Needs(("iteration", "memory (mb)"), starts="#", first_space=True)),
     (_nccl_ras, Needs(RAS_WORDS, starts=RAS_STARTS)),
     (_nccl_info, Needs((" -> ",))),
+    (_fatal, Needs(_FATAL_WORDS)),
 )
 _GATE = KeywordGate([needs for _, needs in _FAMILIES])
 _CHECKS = tuple((1 << i, check) for i, (check, _) in enumerate(_FAMILIES))
