@@ -60,7 +60,6 @@ def load_events(artifacts: Iterable[ArtifactResult],
     merged = [pa.concat_tables(aligned, promote_options="permissive") if len(aligned) > 1 else aligned[0]]
     del aligned
     frame = event_frame(sorted_by_time(merged))
-    process_memory.release()  # the parsed chunks the sort let go
     return frame, alignment
 
 

@@ -62,19 +62,6 @@ def limit(max_bytes: int) -> None:
     resource.setrlimit(resource.RLIMIT_DATA, (max_bytes, hard))
 
 
-def release() -> None:
-    """Give the pages the allocators hold free back to the system: the holes of glibc's heap
-    (malloc_trim: freed blocks between blocks still in use, which no threshold returns) and
-    Arrow's pool. Called where the diagnosis lets a whole stage's memory go (the parsed tables
-    once handed to the sort, the old chunks once sorted): 24 MiB stayed resident after parsing a
-    150 MB Kineto trace. About 2 ms."""
-    try:
-        _libc().malloc_trim(0)
-    except (OSError, AttributeError):
-        pass
-    pa.default_memory_pool().release_unused()
-
-
 @functools.cache
 def _libc() -> ctypes.CDLL:
     return ctypes.CDLL(None, use_errno=True)

@@ -15,7 +15,6 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pyarrow as pa
 
-from ingest import process_memory
 from ingest.row_copy import take_texts
 from ingest.row_copy import text_buffers as _buffers
 from ingest.spill import MIN_SPILL_BYTES, SpillFile
@@ -42,7 +41,6 @@ def sorted_by_time(holder: list[pa.Table]) -> pa.Table:
     schema, columns = table.schema, table.columns
     del table, ts
     pool = pa.default_memory_pool()
-    process_memory.release()  # what parsing freed (heap holes, Arrow's pool), before the copies below
     # The biggest column (the args) is copied in a thread beside the others: its row copy and
     # its writes to the spill file run without the GIL. Each thread writes a spill file of its own.
     biggest = max(range(len(columns)), key=lambda i: columns[i].nbytes, default=None)
@@ -76,7 +74,8 @@ def _in_order(columns: list, i: int, order: np.ndarray | None, pool: pa.MemoryPo
     whole = column.combine_chunks()
     del column  # the chunks go before the sorted copy is made: at most 2x one column
     # ... really: a parsed chunk is small, from the heap, whose freed pages the allocator keeps
-    # (ingest.process_memory); without this each column's old copy stayed: +35 MiB on 150 MB
+    # (ingest.process_memory); Arrow's system pool hands them back (malloc_trim). Without this
+    # and _drop's, the whole diagnosis of a 150 MB trace peaks 13-18 MiB higher (bench/README.md)
     pool.release_unused()
     if order is None:
         return whole
