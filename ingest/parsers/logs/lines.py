@@ -527,10 +527,13 @@ _FATAL = (
     ("ProcessCrashed", re.compile(r"^((?:Segmentation fault|Aborted|Bus error|Illegal instruction|"
                                   r"Floating point exception)(?: \(core dumped\))?)\s*$")),
     ("ModelLoadFailed", re.compile(r"\berror loading model: (.{1,300})|\bfailed to load model\b(.{0,200})")),
+    # torchelastic's failure record names the signal that killed a worker
+    ("ProcessKilled", re.compile(r"\bSignal (\d{1,2} \(SIG[A-Z]{2,8}\)) received by PID \d{1,10}")),
 )
+_SEARCHED = ("ModelLoadFailed", "ProcessKilled")
 _FATAL_WORDS = ("panic: ", "fatal python error", "fatal error", "segmentation fault", "aborted",
                 "bus error", "illegal instruction", "floating point exception", "error loading model",
-                "failed to load model")
+                "failed to load model", ") received by pid")
 
 
 def _fatal(body: str) -> LineHit | None:
@@ -539,7 +542,7 @@ def _fatal(body: str) -> LineHit | None:
     (rules.features.failures) reports it."""
     text = body.strip()
     for name, rx in _FATAL:
-        m = rx.search(text) if name == "ModelLoadFailed" else rx.match(text)
+        m = rx.search(text) if name in _SEARCHED else rx.match(text)
         if m:
             message = next((g for g in m.groups() if g), "") or text
             return LineHit("error", name, {"message": text[:500], "detail": message.strip()[:300]}, "error")
