@@ -46,6 +46,7 @@ MAX_LINE_CHARS = 64 * 1024
 REPEAT_WINDOW = 20  # lines within which an identical error line is an echo, not a new error
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _TORCH_LOG_TAGS = re.compile(r"^(?:\[(\d+/\d+)\]|\[(__\w+)\])(?: |$)")  # "$": a record's blank line
+_BFC_DUMP = re.compile(r"Summary of in-use Chunks by size:|Sum Total of in-use chunks: ")
 _THREAD_HEADER = re.compile(r"^Exception in thread (.{1,120}?):$")  # Python's threading.excepthook
 
 
@@ -85,6 +86,8 @@ class LogParser:
         self.tactic_oom: LineHit | None = None  # TensorRT skipped a tactic for want of memory
         self.held_net: tuple[list[Line], LineHit] | None = None  # a socket failure, until the next line
         self.chains: dict[tuple, dict] = {}  # (host, pid, tid) -> NCCL "file.cc:N -> code" chain followed
+        self.ooms = 0                        # OOM events emitted
+        self.bfc_dump: list[Line] | None = None  # TF/XLA's BFC allocator dump (printed when an allocation failed)
 
     # --- reading ---------------------------------------------------------------------------
     def run(self, path: Path) -> None:
@@ -93,6 +96,7 @@ class LogParser:
                 self.feed(Line(no, self._decode(raw, no), None, 0))  # type: ignore[arg-type]
         self._release_net(retried=False)
         self._flush_wrap()
+        self._bfc_dump_alone()
         self._close_block()
         self._flush_wrap()
         self._emit_timeouts()
@@ -255,6 +259,10 @@ class LogParser:
         finding = self._tensorrt_build(body, finding)
         if finding.name == "NCCLResultChain":
             finding = self._result_chain(line, finding)
+        if finding.kind == "oom":
+            self.ooms += 1
+        elif self.bfc_dump is None and _BFC_DUMP.search(body):
+            self.bfc_dump = [line]
         if finding.kind in ("error", "oom"):
             finding = self._unless_repeated(line, finding)
         if finding.name == "NCCLNetworkError" and finding.attrs.get("transport") == "socket" and wrapped is None:
@@ -282,6 +290,17 @@ class LogParser:
                                        "build_failure": body.strip()[:300]}
             return LineHit("oom", "OutOfMemoryError", attrs, "error", oom.value, oom.unit)
         return finding
+
+    def _bfc_dump_alone(self) -> None:
+        """TF/XLA's BFC allocator prints its chunk summary only when an allocation failed: a dump
+        whose failure line the excerpt does not hold is still that out-of-memory."""
+        if self.bfc_dump and not self.ooms:
+            self._emit(self.bfc_dump[:1], LineHit("oom", "OutOfMemoryError", {
+                "wording": "bfc_dump", "framework": "tensorflow/xla (BFC allocator)", "tried_to_allocate": None,
+                "missing": ["tried_to_allocate", "total_capacity", "free", "allocated_by_pytorch",
+                            "reserved_unallocated"],
+                "detail": "the BFC allocator's dump of its chunks, which it prints when an allocation fails"},
+                "error"))
 
     def _release_net(self, retried: bool) -> None:
         if self.held_net is None:
