@@ -63,3 +63,11 @@ def test_no_sanitizer_report_and_no_oracle_mismatch(target, sanitizer_build, tmp
         f"exit {done.returncode}; inputs (base64): {found}\n{done.stdout[-4000:]}\n{done.stderr[-8000:]}")
     runs = re.search(r"^stat::number_of_executed_units: *(\d+)", done.stderr, re.M)
     assert runs and int(runs[1]) > len(list((SEEDS / target).iterdir())), done.stderr[-4000:]
+
+
+def test_the_extensions_use_no_private_cpython_api():
+    """`_Py*` names change between CPython releases without notice (issue 29: the scanner's
+    `_PyBytes_Resize`)."""
+    private = {str(source.relative_to(build.ROOT)): sorted(set(re.findall(r"\b_Py\w+", source.read_text())))
+               for sources in build.extensions().values() for source in sources}
+    assert len(private) == 2 and not any(private.values()), private
