@@ -44,6 +44,7 @@ def sanitizer_build(tmp_path_factory):
     return out
 
 
+@pytest.mark.timeout(SECONDS + 600)  # `FUZZ_SECONDS=3600 make fuzz` outlasts pytest's usual 600 s
 @pytest.mark.parametrize("target", sorted(TARGETS))
 def test_no_sanitizer_report_and_no_oracle_mismatch(target, sanitizer_build, tmp_path):
     seconds = max(1, round(SECONDS / len(TARGETS)))
