@@ -99,21 +99,15 @@ def apply_suppressions(findings: list[Finding]) -> tuple[list[Finding], list[Sup
     return kept, suppressed
 
 
-def cluster_findings(findings: list[Finding]) -> tuple[list[Grouping], dict[int, int]]:
+def cluster_findings(findings: list[Finding], jobs: list[str] | None = None) -> tuple[list[Grouping], dict[int, int]]:
     """(groups, consequence_of): the groups of findings (by index), and for a finding caused by
-    another one of its group, the index of that cause. The findings are not changed."""
+    another one of its group, the index of that cause. `jobs`: the folders that are jobs of
+    their own when the upload holds several (rules.features.jobs); repeats of one root cause
+    group within a job. The findings are not changed."""
     n = len(findings)
     uf = _UnionFind(n)
     why: dict[tuple[int, int], str] = {}
     caused_by: dict[int, int] = {}
-    by_root: dict[str, int] = {}
-    for i, f in enumerate(findings):
-        key = f.cause_key
-        if key in by_root:
-            uf.union(by_root[key], i)
-            why[(by_root[key], i)] = f"same root cause `{key}`"
-        else:
-            by_root[key] = i
     for i, a in enumerate(findings):
         for j, b in enumerate(findings):
             if i != j and _causes(a, b):
@@ -126,6 +120,18 @@ def cluster_findings(findings: list[Finding]) -> tuple[list[Grouping], dict[int,
                 caused_by.setdefault(j, i)
                 why[(i, j)] = (f"`{b.rule_id}` names the failure in `{a.rule_id}`'s evidence as its cause "
                                "(a rank that failed first)")
+    # repeats of one problem group by root cause; a finding another one caused goes with its
+    # cause instead (two jobs' timeouts of one kind are two incidents when each has its own cause)
+    by_root: dict[object, int] = {}
+    for i, f in enumerate(findings):
+        if i in caused_by:
+            continue
+        key = (f.cause_key, _job_of(f, jobs)) if jobs else f.cause_key
+        if key in by_root:
+            uf.union(by_root[key], i)
+            why[(by_root[key], i)] = f"same root cause `{f.cause_key}`"
+        else:
+            by_root[key] = i
     groups: dict[int, Grouping] = {}
     for i in range(n):
         groups.setdefault(uf.find(i), Grouping()).members.append(i)
@@ -138,6 +144,15 @@ def cluster_findings(findings: list[Finding]) -> tuple[list[Grouping], dict[int,
             if i in caused_by and caused_by[i] in g.members:
                 consequence_of[i] = caused_by[i]
     return list(groups.values()), consequence_of
+
+
+def _job_of(finding: Finding, jobs: list[str]) -> str:
+    """The job folder the finding's evidence lies in ("" for none: files shared by every job)."""
+    for ev in finding.evidence:
+        for job in jobs:
+            if ev.artifact.startswith(job + "/"):
+                return job
+    return ""
 
 
 def fingerprint(finding: Finding) -> str:

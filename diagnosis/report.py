@@ -18,6 +18,7 @@ from ingest.progress import DIAGNOSIS_STAGES as STAGES
 from rules.compiler import compile_pack
 from rules.evaluator import evaluate_rules, precompute_features
 from rules.features import TraceContext, distinct_text
+from rules.features.jobs import job_folders
 from rules.loader import load_rule_dirs
 from rules.results import Finding
 from rules.severity import RANK
@@ -59,7 +60,7 @@ def build_report(artifacts, events: pd.DataFrame, rules=None, alignment: list[di
     findings, suppressed = clustering.apply_suppressions(findings)
     findings.sort(key=lambda f: (f.start_ts or 0, -RANK.get(f.severity, 0)))
     finding_ids = [f"F{i}" for i in range(1, len(findings) + 1)]
-    groups, consequence_of = clustering.cluster_findings(findings)
+    groups, consequence_of = clustering.cluster_findings(findings, job_folders(events))
     clusters = clustering.describe(groups, findings, finding_ids)
     cluster_of = {fid: c.id for c in clusters for fid in c.findings}
     reported = [dataclasses.replace(

@@ -17,6 +17,7 @@ from rules.budget import Budget, RuleTimeout
 from rules.compiler import CompiledRule
 from rules.errors import EvalError
 from rules.features import TraceContext
+from rules.features.jobs import job_folders, rows_by_job
 from rules.masks import ALL, TraceMasks, by_time
 from rules.matches import Matches
 from rules.modifiers import json_text as _text
@@ -36,11 +37,12 @@ def evaluate_rules(compiled_rules, ctx: TraceContext, time_budget_s: float = lim
     findings, errors = [], []
     compiled_rules = list(compiled_rules)
     masks = TraceMasks(ctx)
+    jobs = job_folders(ctx.events)
     for i, cr in enumerate(compiled_rules):
         if on_rule is not None:
             on_rule(i, len(compiled_rules))
         try:
-            findings.extend(evaluate_rule(cr, ctx, Budget(time_budget_s), masks))
+            findings.extend(evaluate_rule(cr, ctx, Budget(time_budget_s), masks, jobs))
         except RuleTimeout as e:
             errors.append({"rule_id": cr.id, "error": str(e)})
         except Exception as e:  # one failing rule never stops the others
@@ -62,7 +64,9 @@ def precompute_features(compiled_rules, ctx: TraceContext) -> None:
 
 
 def evaluate_rule(cr: CompiledRule, ctx: TraceContext, budget: Budget | None = None,
-                  masks: TraceMasks | None = None) -> list[Finding]:
+                  masks: TraceMasks | None = None, jobs: list[str] | None = None) -> list[Finding]:
+    """`jobs`: the folders that are jobs of their own when the upload holds several
+    (rules.features.jobs): one job's rows never make a finding with another's."""
     budget = budget or Budget(limits.RULE_TIME_BUDGET_S)
     masks = masks or TraceMasks(ctx)
     if cr.sequence:
@@ -73,8 +77,14 @@ def evaluate_rule(cr: CompiledRule, ctx: TraceContext, budget: Budget | None = N
     rows = by_time(table_masks.table, table_masks.every(rows))
     if not len(rows):
         return []
-    aggregation = Aggregation(cr, ctx.span, table_masks.table, table_masks.attrs, rows, budget)
-    return _findings(cr, aggregation.matches(), budget)
+    if not jobs:
+        return _findings(cr, Aggregation(cr, ctx.span, table_masks.table, table_masks.attrs, rows, budget).matches(),
+                         budget)
+    findings = []
+    for part in rows_by_job(table_masks.table["artifact"], rows, jobs):
+        aggregation = Aggregation(cr, ctx.span, table_masks.table, table_masks.attrs, part, budget)
+        findings += _findings(cr, aggregation.matches(), budget)
+    return findings
 
 
 def selection_counts(cr: CompiledRule, ctx: TraceContext) -> dict[str, int]:

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from rules.features import feature, in_values, parse_attrs, text_values
+from rules.features.jobs import per_job
 
 STATE_ORDER = {"scheduled": 0, "started": 1, "completed": 2}
 SIZE_FREE_OPS = ("all_to_all", "alltoall", "gather", "scatter")  # sizes may differ by design (uneven splits, root)
@@ -255,12 +256,11 @@ def waited_ms(s: Straggle, events: pd.DataFrame) -> tuple[float | None, str]:
          "collective_mismatch or not_started; attrs.culprit_ranks, reason, seq, op, pg, differs (for a "
          "mismatch: op, input sizes, output sizes or dtypes), ranks (the ranks whose dumps are here).")
 def collective_divergence(ctx) -> pd.DataFrame:
-    entries, last_enqueued = fr_entries(ctx.events)
     rows = [_row(d.entry, "collective_divergence", {
         "cause": d.cause, "culprit_ranks": d.culprit_ranks, "culprit": _ranks_text(d.culprit_ranks),
         "reason": d.reason, "seq": d.seq, "op": d.entry.op, "pg": d.pg, "pg_desc": d.entry.pg_desc,
         "pg_label": _pg_label(d.entry), "differs": d.differs, "ranks": d.ranks, "ranks_text": _ranks_text(d.ranks)})
-        for d in first_divergences(entries, last_enqueued)]
+        for ev in per_job(ctx.events) for d in first_divergences(*fr_entries(ev))]
     return pd.DataFrame(rows)
 
 
@@ -271,10 +271,16 @@ def collective_divergence(ctx) -> pd.DataFrame:
          "first rank's collective ran: flight recorder with TORCH_NCCL_ENABLE_TIMING, else its profiler "
          "kernel), waited_from, first_rank, seq, op, pg, collectives.")
 def collective_stragglers(ctx) -> pd.DataFrame:
-    entries, _ = fr_entries(ctx.events)
     rows = []
-    for s in worst_straggles(entries):
-        waited, where = waited_ms(s, ctx.events)
+    for ev in per_job(ctx.events):  # one job's ranks with each other only
+        rows += _straggler_rows(ev)
+    return pd.DataFrame(rows)
+
+
+def _straggler_rows(ev: pd.DataFrame) -> list[dict]:
+    rows = []
+    for s in worst_straggles(fr_entries(ev)[0]):
+        waited, where = waited_ms(s, ev)
         row = _row(s.entry, "collective_straggler", {
             "late_rank": s.late_rank, "culprit_ranks": [s.late_rank], "culprit": str(s.late_rank),
             "lag_ms": round(s.lag_ms, 3), "grown_ms": round(s.grown_ms, 3), "waited_ms": waited,
@@ -285,7 +291,7 @@ def collective_stragglers(ctx) -> pd.DataFrame:
                        + (f", whose collective ran {waited:,.0f} ms waiting for it ({where})" if waited else ""))})
         row["value"] = s.lag_ms
         rows.append(row)
-    return pd.DataFrame(rows)
+    return rows
 
 
 def _row(e: FrEntry, name: str, attrs: dict) -> dict:

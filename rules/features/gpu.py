@@ -88,8 +88,33 @@ def _find_kernel_window(ctx) -> KernelWindow | None:
     if len(rows) < 10 or hi <= lo:
         return None
     starts, durs = ts[inside], index.column("dur", rows)
+    keep, lo, hi = _one_capture(index.codes("artifact", rows), starts, starts + durs, lo, hi)
+    if keep is not None:
+        rows, starts, durs = rows[keep], starts[keep], durs[keep]
     busy, gaps = _busy_and_gaps(starts, starts + durs)
     return KernelWindow(lo, hi, steps, rows, durs, busy, gaps)
+
+
+def _one_capture(artifact: np.ndarray, starts: np.ndarray, ends: np.ndarray, lo: int, hi: int):
+    """Profiler files whose kernels do not overlap in time are separate captures (another
+    run, another job, step 100 and step 200): the time between them was not profiled, so it is
+    no idle time. (mask of the kernels to keep or None, window lo, hi): the capture with the
+    most kernels, its files overlapping each other (the ranks of one run)."""
+    codes = np.unique(artifact)
+    if len(codes) < 2:
+        return None, lo, hi
+    spans = sorted((int(starts[artifact == c].min()), int(ends[artifact == c].max()), c) for c in codes)
+    sessions: list[list] = []
+    for first, last, code in spans:
+        if sessions and first <= sessions[-1][1]:
+            sessions[-1][1] = max(sessions[-1][1], last)
+            sessions[-1][2].append(code)
+        else:
+            sessions.append([first, last, [code]])
+    if len(sessions) == 1:
+        return None, lo, hi
+    first, last, members = max(sessions, key=lambda s: int(np.isin(artifact, s[2]).sum()))
+    return np.isin(artifact, members), max(lo, first), min(hi, last)
 
 
 def _busy_and_gaps(starts: np.ndarray, ends: np.ndarray) -> tuple[int, np.ndarray]:

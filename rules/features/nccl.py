@@ -29,6 +29,7 @@ import pandas as pd
 from rules.features import feature, in_values, parse_attrs as _attrs, text_values
 from rules.features.collectives import (Divergence, first_divergences, fr_entries, timing_enabled,
                                         to_int as _int)
+from rules.features.jobs import artifact_ranks, per_job
 
 TIMEOUT_NAMES = ("NCCLWatchdogTimeout", "NCCLWatchdogFailure", "NCCLBlockingWaitTimeout", "NCCLWatchdogHung")
 # what a rank prints when its process group is torn down; read only where no timeout record is in
@@ -220,37 +221,18 @@ def _ranks_past(t: dict, counters: dict[int, list[dict]]):
 
 # --- a rank whose own log goes on past the timeout ------------------------------------------------
 WENT_ON_SLACK_NS = 5 * 10**9   # a peer blocked in the same collective times out within seconds of this rank
-MAX_TAGGED_ROWS = 20_000       # rank-tagged log rows read to tell which log is which rank's
-_GLOBAL_RANK = re.compile(r"\bglobal rank: (\d+)")      # c10d's "ProcessGroupNCCL initialization options"
-_RANK_IN_NAME = re.compile(r"rank[_-]?(\d+)", re.IGNORECASE)
 
 
 def rank_logs(ev: pd.DataFrame, found: list[dict]) -> dict[int, dict]:
-    """rank -> its own log: where it ends and whether it shows a timeout or a failure of its own.
-    Which rank a log is: the one every rank-tagged line in it names (torch's `[rankN]:` prefix,
-    its watchdog lines), else its process group's init line ("global rank: N"), else its file
-    name (`rank1.log`, `rank_1.txt`), as the flight-recorder dumps are read."""
+    """rank -> its own log (the one log that names that rank alone: rules.features.jobs): where it
+    ends and whether it shows a timeout or a failure of its own."""
     logs = ev[ev["source"] == "log"]
     if logs.empty:
         return {}
-    attrs = logs["attrs"]
-    said = logs[(attrs.str.contains('"rank":', regex=False) | attrs.str.contains("global rank: ", regex=False))
-                .fillna(False).to_numpy(bool)]
-    ranks: dict[str, set] = defaultdict(set)
-    for artifact, text in zip(text_values(said["artifact"])[:MAX_TAGGED_ROWS], said["attrs"][:MAX_TAGGED_ROWS]):
-        a = _attrs(text)
-        rank = _int(a.get("rank"))
-        if rank is None and (m := _GLOBAL_RANK.search(str(a.get("text", "")))):
-            rank = int(m.group(1))
-        if rank is not None:
-            ranks[artifact].add(rank)
-    for artifact in set(text_values(logs["artifact"])) - set(ranks):
-        if (m := _RANK_IN_NAME.search(artifact.rsplit("/", 1)[-1])):
-            ranks[artifact].add(int(m.group(1)))
     troubled = {f["artifact"] for f in found} | set(text_values(
         logs[in_values(logs["name"], TIMEOUT_NAMES + TEARDOWN_NAMES)]["artifact"]))
     owners: dict[int, list[str]] = defaultdict(list)
-    for artifact, seen in ranks.items():
+    for artifact, seen in artifact_ranks(logs, "log").items():
         if len(seen) == 1:
             owners[next(iter(seen))].append(artifact)
     last = logs.groupby(text_values(logs["artifact"]))["ts"].max()
@@ -540,7 +522,12 @@ def _failure_verdict(t: dict, f: dict) -> tuple[str, str, str, list[int]]:
          "attrs.seq, op, pg, rank, timeout_ms, elapsed_ms from the log; attrs.signal is heartbeat for a hung watchdog, "
          "teardown for a rank's process-group teardown lines read where the trace holds no timeout record.")
 def nccl_timeouts(ctx) -> pd.DataFrame:
-    ev = ctx.events
+    parts = [_timeouts_of(ev, ctx) for ev in per_job(ctx.events)]  # one job's ranks with each other only
+    parts = [p for p in parts if not p.empty]
+    return pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0] if parts else pd.DataFrame()
+
+
+def _timeouts_of(ev: pd.DataFrame, ctx) -> pd.DataFrame:
     timeouts = ev[(ev["kind"] == "error") & in_values(ev["name"], TIMEOUT_NAMES)]
     if timeouts.empty:
         timeouts = teardown_rows(ev)
