@@ -99,10 +99,10 @@ def detect(path: Path, name: str | None = None) -> Parser:
         if mod.sniff(head, name):
             return mod
     if json_like:
-        raise ParseError(name, "byte 0", "a known trace format; got a JSON document of an unknown kind "
+        raise ParseError(name, "byte 0", "expected a known trace format; got a JSON document of an unknown kind "
                          f"({_json_keys(head)})")
     what = "binary data" if looks_binary(head) else "text"
-    raise ParseError(name, "byte 0", f"a known trace format; got {what} no parser recognises "
+    raise ParseError(name, "byte 0", f"expected a known trace format; got {what} no parser recognises "
                      "(see docs for the supported formats)")
 
 

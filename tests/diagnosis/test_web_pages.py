@@ -81,7 +81,7 @@ def test_a_parsed_trace_page_shows_its_artifacts_table(logged_in, infra, alice, 
 def test_a_failed_trace_page_says_why(logged_in, infra):
     trace = Trace.objects.create(team=infra, name="t")
     trace.transition("parsing")
-    trace.transition("failed", error="junk.bin: byte 0: a known trace format; got binary data")
+    trace.transition("failed", error="junk.bin: byte 0: expected a known trace format; got binary data")
     body = logged_in.get(f"/traces/{trace.pk}/").content.decode()
     assert "Why it failed" in body and "junk.bin: byte 0" in body and "every 1s" not in body
 

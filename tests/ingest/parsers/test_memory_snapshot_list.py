@@ -63,3 +63,16 @@ def test_other_lists_are_not_snapshots(tmp_path):
         path = tmp_path / "other.pickle"
         path.write_bytes(pickle.dumps(value, protocol=4))
         assert not memory_snapshot.sniff(read_head(path), path.name)
+
+
+def test_a_refusal_says_what_was_expected(tmp_path):
+    """Issue 33: every refusal reads "expected ...; got ...", not "a known trace format; got ..."."""
+    import pytest as _pytest
+
+    from ingest.events import ParseError
+    from ingest.parsers import detect
+    path = tmp_path / "junk.bin"
+    path.write_bytes(bytes(range(256)) * 4)
+    with _pytest.raises(ParseError) as err:
+        detect(path)
+    assert "expected a known trace format; got binary data" in str(err.value)
