@@ -26,8 +26,9 @@ class TeamScopedForm(forms.ModelForm):
 
 class DestinationForm(TeamScopedForm):
     url = forms.URLField(required=False, max_length=500, assume_scheme="https", label="URL",
-                         help_text="not for email; PagerDuty has a default",
-                         widget=forms.URLInput(attrs={"placeholder": "https://"}))
+                         help_text="not for email; PagerDuty has a default. A credential: never shown back; "
+                                   "left empty on edit, the current one stays.",
+                         widget=forms.URLInput(attrs={"placeholder": "https://", "autocomplete": "off"}))
     secret = forms.CharField(required=False, max_length=200, strip=True,
                              widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "off"}),
                              help_text="webhook: the HMAC signing key; PagerDuty: the routing key. "
@@ -37,6 +38,15 @@ class DestinationForm(TeamScopedForm):
         model = Destination
         fields = ["team", "name", "kind", "url", "secret", "emails", "enabled"]
         widgets = {"emails": forms.TextInput()}
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.instance.pk:  # the stored URL is not sent to the browser: where it goes is
+            self.initial["url"] = ""
+            self.fields["url"].widget.attrs["placeholder"] = self.instance.masked_url or "https://"
+
+    def clean_url(self) -> str:
+        return self.cleaned_data["url"] or (self.instance.url if self.instance.pk else "")
 
     def clean_secret(self) -> str:
         # a secret is never shown back: empty on edit keeps the stored one

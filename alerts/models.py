@@ -14,6 +14,7 @@ from django.db import models
 from django.utils import timezone
 
 from accounts.models import Team
+from alerts.redact import mask_url
 from alerts.url_guard import UnsafeDestination, check_url
 from diagnosis.models import ClusterRecord
 from ingest.models import LABEL_KEY, Trace
@@ -54,6 +55,11 @@ class Destination(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.kind})"
+
+    @property
+    def masked_url(self) -> str:
+        """The URL as it may be shown: scheme and host (alerts.redact)."""
+        return mask_url(self.url)
 
     @property
     def recipients(self) -> list[str]:

@@ -14,6 +14,7 @@ from alerts.destinations import SENDERS, DeliveryError
 from alerts.evaluate import fire
 from alerts.message import AlertMessage
 from alerts.models import Delivery
+from alerts.redact import redact
 from diagnosis.models import ClusterTransition
 from ingest.models import Trace
 
@@ -74,9 +75,10 @@ def deliver(self, delivery_id: int) -> str:
         status = SENDERS[delivery.destination.kind](delivery.destination, AlertMessage.from_dict(delivery.alert.payload))
     except DeliveryError as e:
         final = e.final or delivery.attempts + 1 >= settings.TRACEDOC_ALERT_MAX_ATTEMPTS
-        delivery.record(False, e.status, str(e), final=final)
+        error = redact(str(e), delivery.destination.url, delivery.destination.secret)  # senders' own texts too
+        delivery.record(False, e.status, error, final=final)
         log.warning("alert delivery %s to %s failed (attempt %s): %s", delivery.pk, delivery.destination,
-                    delivery.attempts, e)
+                    delivery.attempts, error)
         if final:
             return delivery.state
         raise self.retry(countdown=backoff_s(self.request.retries)) from None

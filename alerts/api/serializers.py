@@ -46,12 +46,17 @@ class TeamScopedSerializer(serializers.ModelSerializer):
 
 
 class DestinationSerializer(TeamScopedSerializer):
+    """The URL and the secret are credentials: written, never read back (`url_masked` says where
+    alerts go); either may be replaced alone (PATCH), the rest kept."""
+    url = serializers.CharField(write_only=True, required=False, allow_blank=True, max_length=500)
+    url_masked = serializers.CharField(source="masked_url", read_only=True)
     secret = serializers.CharField(write_only=True, required=False, allow_blank=True, max_length=200)
     has_secret = serializers.SerializerMethodField()
 
     class Meta:
         model = Destination
-        fields = ["id", "team", "name", "kind", "url", "secret", "has_secret", "emails", "enabled", "created_at"]
+        fields = ["id", "team", "name", "kind", "url", "url_masked", "secret", "has_secret", "emails", "enabled",
+                  "created_at"]
         read_only_fields = ["created_at"]
 
     def get_has_secret(self, destination) -> bool:

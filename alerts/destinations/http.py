@@ -7,6 +7,7 @@ import json
 
 import requests
 
+from alerts.redact import redact
 from alerts.url_guard import UnsafeDestination, check_url, guarded_session
 
 TIMEOUT_S = 10
@@ -31,9 +32,10 @@ def post(url: str, body: bytes, headers: dict[str, str] | None = None) -> int:
             response = session.post(url, data=body, headers={"Content-Type": "application/json", **(headers or {})},
                                     timeout=TIMEOUT_S, allow_redirects=False)
     except UnsafeDestination as e:
-        raise DeliveryError(f"refused: {e}", final=True) from None
-    except requests.RequestException as e:
-        raise DeliveryError(f"{type(e).__name__}: {e}") from None
+        raise DeliveryError(redact(f"refused: {e}", url), final=True) from None
+    except requests.RequestException as e:  # its text quotes the URL, the key of a Slack webhook
+        raise DeliveryError(redact(f"{type(e).__name__}: {e}", url)) from None
     if not 200 <= response.status_code < 300:
-        raise DeliveryError(f"HTTP {response.status_code}: {response.text[:200]}", status=response.status_code)
+        raise DeliveryError(redact(f"HTTP {response.status_code}: {response.text[:200]}", url),
+                            status=response.status_code)
     return response.status_code

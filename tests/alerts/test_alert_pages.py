@@ -34,13 +34,13 @@ def test_create_edit_and_delete_a_destination(alice_web, infra, settings):
     d = Destination.objects.get()
     assert (d.team, d.secret, d.enabled) == (infra, SECRET, True)
     edit = alice_web.get(f"/alerts/destinations/{d.pk}/").content.decode()
-    assert SECRET not in edit  # a secret is never shown back
+    assert SECRET not in edit and "hooks.example/x" not in edit  # credentials are never shown back
     alice_web.post(f"/alerts/destinations/{d.pk}/", {"name": "hook v2", "kind": "webhook",
                                                      "url": "https://hooks.example/y", "secret": ""})
     d.refresh_from_db()
     assert (d.name, d.url, d.secret, d.enabled) == ("hook v2", "https://hooks.example/y", SECRET, False)
     listing = alice_web.get("/alerts/").content.decode()
-    assert "hook v2" in listing and "https://hooks.example/y" in listing
+    assert "hook v2" in listing and "https://hooks.example/…" in listing and "hooks.example/y" not in listing
 
     gone = alice_web.post(f"/alerts/destinations/{d.pk}/delete/", HTTP_HX_REQUEST="true")
     assert gone.status_code == 200 and gone.content == b""
