@@ -36,6 +36,35 @@ class ClusterOnPage:
     record: ClusterRecord | None
 
 
+@dataclass(frozen=True)
+class Headline:
+    """The top of the trace page: what broke (the worst cluster's headline finding), one
+    line of why and the first thing to do."""
+    cluster: Cluster
+    finding: Finding
+    why: str
+    first_fix: str
+
+
+def first_sentence(text: str, limit: int = 240) -> str:
+    """The explanation's first sentence (one line of why), cut at `limit` characters."""
+    text = " ".join(text.split())
+    for stop in (". ", "; "):
+        if stop in text[:limit]:
+            return text[:text.index(stop, 0, limit) + 1]
+    return text if len(text) <= limit else text[:limit - 1].rstrip() + "…"
+
+
+def headline_of(clusters: list[ClusterOnPage]) -> Headline | None:
+    """The report orders clusters worst first; its first cluster's headline finding leads."""
+    if not clusters or not clusters[0].members:
+        return None
+    top = clusters[0]
+    finding = next((f for f in top.members if f.id == top.cluster.headline), top.members[0])
+    fix = next((r for f in (finding, *top.members) for r in f.recommendations[:1]), "")
+    return Headline(top.cluster, finding, first_sentence(finding.explanation), fix)
+
+
 def report_context(trace: Trace) -> dict:
     """What the trace page shows of a finished report: clusters with their findings (the
     headline first), SLO violations, the timeline, the per-step latency and GPU telemetry charts."""
@@ -50,6 +79,7 @@ def report_context(trace: Trace) -> dict:
         or [(a.name, a.start_ts, a.end_ts) for a in trace.artifacts.exclude(format__in=Artifact.CONTAINERS)]
     series = report.trace.series
     return {"report": report if trace.report else None, "clusters": clusters, "violations": report.violations,
+            "headline": headline_of(clusters),
             "timeline": layout(lanes, report.findings,
                                own_clock={a["artifact"] for a in report.trace.alignment if not a.get("aligned", True)}),
             "latency_chart": chart(series.get("step_latency_ms", [])),

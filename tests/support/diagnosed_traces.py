@@ -10,9 +10,13 @@ from tests.corpus import corpus
 
 
 def diagnosed(team, user, *parts: str):
-    folder = corpus("h200", *parts)
+    return diagnosed_folder(team, user, corpus("h200", *parts), parts[-1])
+
+
+def diagnosed_folder(team, user, folder, name: str):
+    """The files of one folder as one trace, parsed and diagnosed here."""
     files = [SimpleUploadedFile(p.name, p.read_bytes()) for p in sorted(folder.iterdir()) if p.is_file()]
-    trace = create_trace(team, user, files, name=parts[-1])
+    trace = create_trace(team, user, files, name=name)
     parse_trace(trace.pk)
     diagnose_trace(trace.pk)
     trace.refresh_from_db()
