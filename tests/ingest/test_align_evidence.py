@@ -100,3 +100,12 @@ def test_year_hint_prefers_the_files_own_dates_then_a_plausible_modification_tim
     now = dt.datetime(2026, 12, 6, tzinfo=dt.timezone.utc)
     hint = year_hint(bare, now=now)
     assert hint.year == 2026 and "1970-01-01" in hint.source
+
+
+def test_year_hint_reads_the_gzip_header_before_the_files_own_time(tmp_path):
+    log = tmp_path / "rank0.log.gz"
+    kept = dt.datetime(2025, 3, 1, tzinfo=dt.timezone.utc).timestamp()
+    with open(log, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=int(kept)) as f:
+        f.write(b"[E0301 00:40:33.884487597 ProcessGroupNCCL.cpp:689] timeout\n")
+    os.utime(log, (0, 0))  # a copy that lost the file's time
+    assert year_hint(log) == type(year_hint(log))(2025, "the modification time its gzip header keeps")

@@ -4,8 +4,9 @@ glog (`E1201 00:01:38`), vLLM (`INFO 12-01 00:01:38`) and syslog write no year. 
 needs one to make a time; the aligner (ingest.align) later checks it against the upload's
 other evidence and moves the file when that evidence says so. The hint, best first:
 the file's own full-date lines (Python logging, torchrun, DeepSpeed, a collector's date),
-the file's modification time when it is a plausible date, else the year it was read in
-(archive members and copies often carry a modification time of 0 or of the copy).
+the modification time a gzip header keeps, the file's modification time, each when it is a
+plausible date, else the year it was read in (archive members and copies often carry a
+modification time of 0 or of the copy).
 """
 from __future__ import annotations
 
@@ -32,9 +33,12 @@ def year_hint(path: Path, now: _dt.datetime | None = None) -> YearHint:
     dated = _dated_line(Path(path), now.year)
     if dated:
         return dated
+    for when, source in ((_gzip_mtime(Path(path)), "the modification time its gzip header keeps"),
+                         (Path(path).stat().st_mtime, "the file's modification time")):
+        if when and 2000 <= (t := _dt.datetime.fromtimestamp(when, _dt.timezone.utc)).year \
+                and t <= now + _dt.timedelta(days=1):
+            return YearHint(t.year, source)
     mtime = _dt.datetime.fromtimestamp(Path(path).stat().st_mtime, _dt.timezone.utc)
-    if 2000 <= mtime.year and mtime <= now + _dt.timedelta(days=1):
-        return YearHint(mtime.year, "the file's modification time")
     return YearHint(now.year, f"the year it was read, its modification time {mtime:%Y-%m-%d} being no date of a log")
 
 
@@ -48,6 +52,17 @@ def _dated_line(path: Path, fallback: int) -> YearHint | None:
     except (OSError, EOFError, ValueError):  # unreadable head: the parse itself reports it
         return None
     return None
+
+
+def _gzip_mtime(path: Path) -> int:
+    """The MTIME of a gzip member's header (RFC 1952): the original file's, kept through an
+    upload or a copy that resets the file's own; 0 when absent."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(8)
+    except OSError:
+        return 0
+    return int.from_bytes(head[4:8], "little") if len(head) == 8 and head[:2] == b"\x1f\x8b" else 0
 
 
 def _year(ns: int) -> int:
