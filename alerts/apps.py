@@ -7,4 +7,4 @@ class AlertsConfig(AppConfig):
 
     def ready(self) -> None:
         # listens to diagnosis.models.clusters_recorded: diagnosis never imports alerts
-        from alerts import receivers  # noqa: F401
+        from alerts import checks, receivers  # noqa: F401

@@ -6,6 +6,9 @@ cd "$(dirname "$0")/.."
 HOST=${1:-127.0.0.1}
 PORT=${2:-8000}
 PY=.venv/bin/python
+# alert links open where this serves, unless the environment names a public address
+case "$HOST" in *:*) URL_HOST="[$HOST]" ;; 0.0.0.0) URL_HOST=127.0.0.1 ;; *) URL_HOST=$HOST ;; esac
+export TRACEDOC_BASE_URL=${TRACEDOC_BASE_URL:-http://$URL_HOST:$PORT}
 mkdir -p var
 $PY manage.py migrate --noinput
 $PY manage.py loadrules
@@ -13,5 +16,5 @@ $PY manage.py ensuredemo
 .venv/bin/celery -A tracedoc worker --pool=solo --concurrency=1 --loglevel=INFO &
 WORKER=$!
 trap 'kill $WORKER 2>/dev/null || true' EXIT INT TERM
-echo "tracedoc: http://$HOST:$PORT  (worker pid $WORKER)"
+echo "tracedoc: http://$HOST:$PORT  (worker pid $WORKER; alert links: $TRACEDOC_BASE_URL)"
 $PY manage.py runserver "$HOST:$PORT" --noreload
