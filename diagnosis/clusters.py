@@ -155,11 +155,43 @@ def _job_of(finding: Finding, jobs: list[str]) -> str:
     return ""
 
 
-def fingerprint(finding: Finding) -> str:
-    parts = [finding.cause_key]
+# Versioned grouping. A cluster's fingerprint is a hash of its cause key (the root cause, else the
+# rule id) and its rule's fingerprint fields, under GROUPING_VERSION. Changing the hash or a
+# builtin rule's root cause changes the fingerprints of clusters teams already track: bump the
+# version and add its hash to FINGERPRINT_HASHES (keep the old ones), or record the old cause in
+# RENAMED_CAUSES. The report's clusters then carry the fingerprints they had before
+# (`earlier_fingerprints`), and the team's cluster recorded under one of them takes the new one
+# and keeps the old (diagnosis.models.ClusterRecord.seen_in): incidents keep landing on it.
+GROUPING_VERSION = 1
+
+
+def _sha256_16(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+FINGERPRINT_HASHES = {1: _sha256_16}
+RENAMED_CAUSES: dict[str, str] = {}  # a cause key as it was -> as it is now
+
+
+def fingerprint(finding: Finding, version: int | None = None, cause: str | None = None) -> str:
+    parts = [finding.cause_key if cause is None else cause]
     for k, v in sorted(finding.fingerprint.items()):
         parts.append(f"{k}={v}")
-    return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
+    return FINGERPRINT_HASHES[version or GROUPING_VERSION]("|".join(parts))
+
+
+def earlier_fingerprints(finding: Finding) -> tuple[str, ...]:
+    """The fingerprints the finding's cluster had under earlier grouping versions and root-cause
+    names, newest first (none while nothing changed)."""
+    causes = [finding.cause_key, *sorted(old for old, new in RENAMED_CAUSES.items() if new == finding.cause_key)]
+    current = fingerprint(finding)
+    out: list[str] = []
+    for version in sorted(FINGERPRINT_HASHES, reverse=True):
+        for cause in causes:
+            fp = fingerprint(finding, version, cause)
+            if fp != current and fp not in out:
+                out.append(fp)
+    return tuple(out)
 
 
 def describe(groups: list[Grouping], findings: list[Finding], finding_ids: list[str]) -> list[Cluster]:
@@ -169,6 +201,7 @@ def describe(groups: list[Grouping], findings: list[Finding], finding_ids: list[
         head = findings[g.headline]
         described.append(dict(
             fingerprint=fingerprint(head),
+            earlier_fingerprints=earlier_fingerprints(head),
             root_cause=head.root_cause,
             title=head.title,
             severity=highest(findings[i].severity for i in g.members),

@@ -19,6 +19,7 @@ from django.dispatch import Signal
 from django.utils import timezone
 
 from accounts.models import Team
+from diagnosis import clusters as grouping
 from diagnosis.results import Cluster, Report, json_values
 from diagnosis.slis import SLI_FUNCTIONS
 from diagnosis.slo import SLO, SLOError, load_slos
@@ -84,6 +85,9 @@ class ClusterRecord(models.Model):
     snooze_until = models.DateTimeField(null=True, blank=True, help_text="ignored until this time")
     snooze_count = models.IntegerField(null=True, blank=True, help_text="ignored until seen in this many traces")
     regressions = models.IntegerField(default=0)  # how often it came back after being resolved
+    # the grouping version (diagnosis.clusters.GROUPING_VERSION) its fingerprint was computed under;
+    # fingerprints it had before are its `earlier` ClusterFingerprint rows
+    grouping_version = models.PositiveSmallIntegerField(default=1)
 
     objects = ClusterRecordQuerySet.as_manager()
 
@@ -129,9 +133,7 @@ class ClusterRecord(models.Model):
         happened to it (ClusterTransition.NEW / REGRESSED / SEEN). A resolved one seen in a
         trace that did not have it before becomes `regressed`; an ignored one whose snooze
         ran out opens again."""
-        record, created = cls.objects.get_or_create(
-            team=trace.team, fingerprint=cluster.fingerprint,
-            defaults={"first_seen": trace.created_at, "last_seen": trace.created_at})
+        record, created = cls._of(trace, cluster)
         record.title = (cluster.title or record.title)[:300]
         record.root_cause = cluster.root_cause
         record.severity = cluster.severity or record.severity
@@ -154,6 +156,45 @@ class ClusterRecord(models.Model):
         if log is not None:
             log.save()
         return record, happened
+
+    @classmethod
+    def _of(cls, trace: Trace, cluster: Cluster) -> tuple["ClusterRecord", bool]:
+        """The team's record of the cluster's fingerprint; else the one recorded under an earlier
+        fingerprint of it, which takes the new one (and keeps the old); else the one that had this
+        fingerprint before (a report of an earlier grouping recorded again); else a new one."""
+        team = trace.team
+        record = cls.objects.filter(team=team, fingerprint=cluster.fingerprint).first()
+        if record is None and cluster.earlier_fingerprints:
+            carried = {r.fingerprint: r for r in cls.objects.filter(team=team,
+                                                                     fingerprint__in=cluster.earlier_fingerprints)}
+            record = next((carried[fp] for fp in cluster.earlier_fingerprints if fp in carried), None)
+            if record is not None:
+                ClusterFingerprint.objects.get_or_create(team=team, fingerprint=record.fingerprint, defaults={
+                    "cluster": record, "grouping_version": record.grouping_version})
+                record.fingerprint, record.grouping_version = cluster.fingerprint, grouping.GROUPING_VERSION
+                record.save(update_fields=["fingerprint", "grouping_version"])
+        if record is None:
+            earlier = ClusterFingerprint.objects.filter(team=team, fingerprint=cluster.fingerprint).first()
+            record = earlier.cluster if earlier is not None else None
+        if record is not None:
+            return record, False
+        return cls.objects.get_or_create(team=team, fingerprint=cluster.fingerprint, defaults={
+            "first_seen": trace.created_at, "last_seen": trace.created_at, "grouping_version": grouping.GROUPING_VERSION})
+
+
+class ClusterFingerprint(models.Model):
+    """A fingerprint a team's cluster had under an earlier grouping version or root-cause name:
+    reports of that grouping (recorded again) still land on the cluster."""
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="+")
+    fingerprint = models.CharField(max_length=128)
+    cluster = models.ForeignKey(ClusterRecord, on_delete=models.CASCADE, related_name="earlier")
+    grouping_version = models.PositiveSmallIntegerField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["team", "fingerprint"], name="earlier_fingerprint_per_team")]
+
+    def __str__(self) -> str:
+        return f"{self.fingerprint} (v{self.grouping_version}) -> {self.cluster.fingerprint}"
 
 
 def _shown(value) -> str:

@@ -29,19 +29,25 @@ class Cluster:
     slos: tuple[str, ...]
     why_grouped: str
     start_ts: int
+    # fingerprints of earlier grouping versions / root-cause names (diagnosis.clusters.GROUPING_VERSION)
+    earlier_fingerprints: tuple[str, ...] = ()
 
     def to_dict(self) -> dict:
-        return {"fingerprint": self.fingerprint, "root_cause": self.root_cause, "title": self.title,
-                "severity": self.severity, "headline": self.headline, "findings": list(self.findings),
-                "slos": list(self.slos), "why_grouped": self.why_grouped, "start_ts": self.start_ts,
-                "id": self.id}
+        d = {"fingerprint": self.fingerprint, "root_cause": self.root_cause, "title": self.title,
+             "severity": self.severity, "headline": self.headline, "findings": list(self.findings),
+             "slos": list(self.slos), "why_grouped": self.why_grouped, "start_ts": self.start_ts,
+             "id": self.id}
+        if self.earlier_fingerprints:  # only while a grouping change is carried (reports stay as they were)
+            d["earlier_fingerprints"] = list(self.earlier_fingerprints)
+        return d
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "Cluster":
         return cls(id=d["id"], fingerprint=d["fingerprint"], root_cause=d.get("root_cause") or "",
                    title=d["title"], severity=d["severity"], headline=d["headline"],
                    findings=tuple(d.get("findings") or ()), slos=tuple(d.get("slos") or ()),
-                   why_grouped=d.get("why_grouped") or "", start_ts=int(d.get("start_ts") or 0))
+                   why_grouped=d.get("why_grouped") or "", start_ts=int(d.get("start_ts") or 0),
+                   earlier_fingerprints=tuple(d.get("earlier_fingerprints") or ()))
 
 
 @dataclass(frozen=True)
