@@ -30,6 +30,7 @@ run: install
 
 test: install
 	$(BIN)/lint-imports
+	$(BIN)/ruff check .
 	scripts/ensure-services.sh
 	scripts/ensure-chromium.sh
 	scripts/ensure-clang.sh

@@ -244,14 +244,14 @@ def read_all(path: Path | str, limit: int | None = None) -> bytes:
     try:
         with open_bytes(path, limit) as f:
             return f.read()
-    except EOFError:
-        raise ParseError(str(path), "end of file", "a complete gzip stream (the file is truncated)")
+    except EOFError as e:
+        raise ParseError(str(path), "end of file", "a complete gzip stream (the file is truncated)") from e
     except gzip.BadGzipFile as e:
-        raise ParseError(str(path), "gzip header", f"a valid gzip stream ({e})")
+        raise ParseError(str(path), "gzip header", f"a valid gzip stream ({e})") from e
     except ParseError:
         raise
     except Exception as e:  # zlib.error and friends
-        raise ParseError(str(path), "gzip stream", f"a readable gzip stream ({e})")
+        raise ParseError(str(path), "gzip stream", f"a readable gzip stream ({e})") from e
 
 
 def decode_json(data: bytes, path: Path | str, expected: str = "complete JSON", hint: str = ""):

@@ -110,7 +110,7 @@ class TraceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Crea
                     "trace the first upload made.")
     def create(self, request, *args, **kwargs):
         try:
-            request.data  # parse the body first: the upload handler flags an oversized upload
+            request.data  # noqa: B018 -- parse the body first: the upload handler flags an oversized upload
         except OSError as e:  # the upload's temporary files filled the disk
             if e.errno not in FULL_DISK:
                 raise

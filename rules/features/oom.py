@@ -373,7 +373,7 @@ def _in_profiled_capture(row: dict, regions: list[tuple[int, int, int, int]]) ->
 
 def _capture_evidence(near: _LogContext, group: list, regions: list) -> str:
     """Why this OOM counts as raised inside CUDA Graph capture ("" when nothing says so)."""
-    for row, a, _ in group:
+    for _row, a, _ in group:
         if a.get("capture_site"):
             return f"the traceback runs through {a['capture_site']}"
         text = str(a.get("text") or a.get("message") or "")

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import shutil
 from itertools import combinations
-from pathlib import Path
 
 import pytest
 

@@ -5,7 +5,6 @@ nothing."""
 from __future__ import annotations
 
 import gzip
-import json
 import re
 from pathlib import Path
 

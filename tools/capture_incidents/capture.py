@@ -107,7 +107,7 @@ class Ranked:
         path = outdir / f"nccl_trace_rank_{self.rank}"
         if not path.exists():
             c10d = self.torch._C._distributed_c10d
-            dump = getattr(c10d, "_dump_nccl_trace", None) or getattr(c10d, "_dump_fr_trace")
+            dump = getattr(c10d, "_dump_nccl_trace", None) or c10d._dump_fr_trace
             path.write_bytes(dump())
             say(f"rank {self.rank}: flight recorder dumped on demand")
         say(f"rank {self.rank}: exiting")
@@ -169,7 +169,7 @@ def healthy(rank: int, outdir: Path, port: int) -> None:
     r = Ranked(rank, port)
     r.steps(0, 8)
     c10d = r.torch._C._distributed_c10d
-    dump = getattr(c10d, "_dump_nccl_trace", None) or getattr(c10d, "_dump_fr_trace")
+    dump = getattr(c10d, "_dump_nccl_trace", None) or c10d._dump_fr_trace
     (outdir / f"nccl_trace_rank_{rank}").write_bytes(dump())
     say(f"rank {rank}: flight recorder dumped on demand")
     r.dist.destroy_process_group()

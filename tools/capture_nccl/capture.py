@@ -101,7 +101,7 @@ def _dump_flight_recorder(path: Path) -> None:
     if path.exists():
         return
     c10d = torch._C._distributed_c10d
-    dump = getattr(c10d, "_dump_nccl_trace", None) or getattr(c10d, "_dump_fr_trace")
+    dump = getattr(c10d, "_dump_nccl_trace", None) or c10d._dump_fr_trace
     path.write_bytes(dump())
 
 

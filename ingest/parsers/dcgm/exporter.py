@@ -128,7 +128,7 @@ def _parse_metrics(path, lines, sink: EventSink, report: ParseReport) -> None:
 
 def _parse_config(path, lines, sink: EventSink, report: ParseReport) -> None:
     enabled, disabled = [], []
-    for lineno, text in lines:
+    for _lineno, text in lines:
         m = _CONFIG.match(text)
         if not m:
             continue

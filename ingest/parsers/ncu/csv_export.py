@@ -124,7 +124,7 @@ def _raw(path: Path, header: list[str], rows, first_line: int, sink: EventSink,
             continue
         rec = dict(zip(header, row))
 
-        def metric(spec: tuple[str, str, str]) -> float:
+        def metric(spec: tuple[str, str, str], row: list[str] = row) -> float:  # this row's, bound now
             i = col.get(spec[2])
             return number(row[i]) if i is not None else math.nan
         dur = metric(SOL_DURATION) * TIME_UNIT_NS.get(unit_of.get(SOL_DURATION[2], "ns"), math.nan)

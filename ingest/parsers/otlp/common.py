@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import binascii
 import re
+from functools import partial
 
 from ingest.clock import Clock
 from ingest.events import EventSink, ParseError, ParseReport, clamp_int
@@ -41,8 +42,8 @@ def decode_id(value, nbytes: int, path: str, required: bool = True) -> str:
     else:
         try:
             raw = base64.b64decode(value, validate=True)
-        except (binascii.Error, ValueError):
-            raise RecordError(path, f"{2 * nbytes} hex digits or base64 of {nbytes} bytes, got {value[:40]!r}")
+        except (binascii.Error, ValueError) as e:
+            raise RecordError(path, f"{2 * nbytes} hex digits or base64 of {nbytes} bytes, got {value[:40]!r}") from e
         if len(raw) != nbytes:
             raise RecordError(path, f"{2 * nbytes} hex digits or base64 of {nbytes} bytes, got {value[:40]!r}")
     if not any(raw) and required:
@@ -53,8 +54,8 @@ def decode_id(value, nbytes: int, path: str, required: bool = True) -> str:
 def nanos(value, path: str) -> int:
     try:
         v = int(value)
-    except (TypeError, ValueError):
-        raise RecordError(path, f"nanoseconds since the epoch as an integer or decimal string, got {value!r:.40}")
+    except (TypeError, ValueError) as e:
+        raise RecordError(path, f"nanoseconds since the epoch as an integer or decimal string, got {value!r:.40}") from e
     if not 0 <= v < 2**63:
         raise RecordError(path, f"nanoseconds since the epoch within int64, got {v}")
     return v
@@ -127,17 +128,17 @@ class OtlpEmitter:
                 continue
             found = True
             self.signals.add(rkey)
-            for ri, res in enumerate(self._guard(lambda: _list(doc, rkey, ""), where) or []):
+            for ri, res in enumerate(self._guard(partial(_list, doc, rkey, ""), where) or []):
                 rpath = f"{rkey}[{ri}]"
                 resource = attributes((res.get("resource") or {}).get("attributes")) if isinstance(res, dict) else {}
-                for si, scope in enumerate(self._guard(lambda: _list(res, skey, rpath), where) or []):
+                for si, scope in enumerate(self._guard(partial(_list, res, skey, rpath), where) or []):
                     spath = f"{rpath}.{skey}[{si}]"
                     if not isinstance(scope, dict):
                         self._skip(RecordError(spath, "a JSON object"), where)
                         continue
                     info = scope.get("scope") or {}
                     scope_attrs = {"name": info.get("name", ""), "version": info.get("version", "")}
-                    for ii, item in enumerate(self._guard(lambda: _list(scope, ikey, spath), where) or []):
+                    for ii, item in enumerate(self._guard(partial(_list, scope, ikey, spath), where) or []):
                         ipath = f"{spath}.{ikey}[{ii}]"
                         try:
                             if not isinstance(item, dict):
@@ -248,8 +249,8 @@ class OtlpEmitter:
                     raw = point.get("asDouble", point.get("asInt"))
                     try:
                         value, point_unit = float(raw), unit
-                    except (TypeError, ValueError):
-                        raise RecordError(f"{dpath}.asDouble", f"a number, got {raw!r:.40}")
+                    except (TypeError, ValueError) as e:
+                        raise RecordError(f"{dpath}.asDouble", f"a number, got {raw!r:.40}") from e
                     if shape == "sum":
                         attrs["monotonic"] = bool(body.get("isMonotonic"))
                 else:  # distributions: the row's value is the count, the shape goes to attrs
