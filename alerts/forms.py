@@ -36,17 +36,31 @@ class DestinationForm(TeamScopedForm):
 
     class Meta:
         model = Destination
-        fields = ["team", "name", "kind", "url", "secret", "emails", "enabled"]
+        fields = ["team", "name", "kind", "url", "secret", "emails", "group_wait_s", "repeat_interval_s", "enabled"]
         widgets = {"emails": forms.TextInput()}
+        labels = {"group_wait_s": "Group wait (seconds)", "repeat_interval_s": "Repeat interval (seconds)"}
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
+        for name in ("group_wait_s", "repeat_interval_s"):
+            self.fields[name].required = False
         if self.instance.pk:  # the stored URL is not sent to the browser: where it goes is
             self.initial["url"] = ""
             self.fields["url"].widget.attrs["placeholder"] = self.instance.masked_url or "https://"
 
     def clean_url(self) -> str:
         return self.cleaned_data["url"] or (self.instance.url if self.instance.pk else "")
+
+    def _grouping(self, name: str) -> int:
+        """Left out (an older form or script): the destination's current value, else the default."""
+        value = self.cleaned_data.get(name)
+        return value if value is not None else getattr(self.instance, name)
+
+    def clean_group_wait_s(self) -> int:
+        return self._grouping("group_wait_s")
+
+    def clean_repeat_interval_s(self) -> int:
+        return self._grouping("repeat_interval_s")
 
     def clean_secret(self) -> str:
         # a secret is never shown back: empty on edit keeps the stored one

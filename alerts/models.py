@@ -4,7 +4,8 @@ An `AlertRule` fires when a cluster is new, regressed, or seen in N traces withi
 at or above a severity, optionally only for traces with a label. An `Alert` is one firing,
 unique per (rule, cluster, transition key): a cluster's `new` fires once, each regression
 once, a count once per window, never once per trace. Each alert has one `Delivery` per
-destination with its log of attempts.
+destination with its log of attempts. A destination's alerts are sent grouped
+(`Destination.group_wait_s`, `repeat_interval_s`: one notification per group, alerts.tasks).
 """
 from __future__ import annotations
 
@@ -45,6 +46,11 @@ class Destination(models.Model):
     secret = models.CharField(max_length=200, blank=True)
     emails = models.TextField(blank=True, help_text="comma-separated addresses (email only)")
     enabled = models.BooleanField(default=True)
+    # a notification policy, as Grafana's: the first alert to a quiet destination waits
+    # `group_wait_s` for others to join it, then one notification carries them all; the next
+    # goes no sooner than `repeat_interval_s` after the last, with everything gathered since
+    group_wait_s = models.PositiveIntegerField(default=30, help_text="seconds an alert waits for others to join it")
+    repeat_interval_s = models.PositiveIntegerField(default=300, help_text="seconds at least between two notifications")
     created_at = models.DateTimeField(auto_now_add=True)
 
     objects = TeamScopedQuerySet.as_manager()

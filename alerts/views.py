@@ -1,16 +1,21 @@
 """Alert pages: a team's alert rules, destinations and recent alerts on one page; a form to
-create or edit each; delete through htmx (the row goes); an alert's delivery log, which
-polls while a delivery is pending. Another team's object is a 404."""
+create or edit each; delete through htmx (the row goes); "Send test" to a destination (now,
+links on the address the page was opened at); an alert's delivery log, which polls while a
+delivery is pending. Another team's object is a 404."""
 from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.html import escape
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from alerts.destinations import SENDERS, DeliveryError
 from alerts.forms import AlertRuleForm, DestinationForm
+from alerts.message import trial_message
 from alerts.models import Alert, AlertRule, Delivery, Destination
+from alerts.redact import redact
 
 RECENT_ALERTS = 50
 
@@ -70,6 +75,25 @@ def _delete(request, obj, what: str):
 @require_POST
 def destination_delete(request, pk: int):
     return _delete(request, get_object_or_404(Destination.objects.visible_to(request.user), pk=pk), "Destination")
+
+
+@login_required
+@require_POST
+def destination_test(request, pk: int):
+    """Send a test notification to the destination now (not queued, not grouped) and say how it went."""
+    destination = get_object_or_404(Destination.objects.visible_to(request.user).select_related("team"), pk=pk)
+    message = trial_message(destination.name, destination.team.slug, request.build_absolute_uri("/"))
+    try:
+        status = SENDERS[destination.kind](destination, message)
+    except DeliveryError as e:
+        outcome, ok = f"Test to {destination.name!r} failed: {redact(str(e), destination.url, destination.secret)}", False
+    else:
+        outcome, ok = f"Test sent to {destination.name!r}" + (f" (HTTP {status})" if status else ""), True
+    if request.htmx:
+        return HttpResponse(f'<span class="{"delivery-sent" if ok else "delivery-failed"}" role="status">'
+                            f'{escape(outcome)}</span>')
+    (messages.success if ok else messages.error)(request, outcome)
+    return redirect("alerts:alert-home")
 
 
 @login_required

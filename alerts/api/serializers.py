@@ -55,8 +55,8 @@ class DestinationSerializer(TeamScopedSerializer):
 
     class Meta:
         model = Destination
-        fields = ["id", "team", "name", "kind", "url", "url_masked", "secret", "has_secret", "emails", "enabled",
-                  "created_at"]
+        fields = ["id", "team", "name", "kind", "url", "url_masked", "secret", "has_secret", "emails", "group_wait_s",
+                  "repeat_interval_s", "enabled", "created_at"]
         read_only_fields = ["created_at"]
 
     def get_has_secret(self, destination) -> bool:

@@ -4,12 +4,14 @@ what happened."""
 from __future__ import annotations
 
 from alerts.destinations.http import body_of, post
-from alerts.message import AlertMessage
+from alerts.message import AlertDigest, AlertMessage
 
 PATH = "/api/v2/alerts"
 
 
-def payload(message: AlertMessage) -> list[dict]:
+def payload(message: AlertMessage | AlertDigest) -> list[dict]:
+    if isinstance(message, AlertDigest):  # Alertmanager takes a list: one alert per cluster
+        return [a for m in message.messages for a in payload(m)]
     labels = {"alertname": "TracedocCluster", "team": message.team, "severity": message.severity,
               "root_cause": message.root_cause, "fingerprint": message.fingerprint, "trigger": message.trigger}
     if message.hosts:

@@ -4,10 +4,13 @@ from __future__ import annotations
 from django.core.mail import send_mail
 
 from alerts.destinations.http import DeliveryError
-from alerts.message import AlertMessage
+from alerts.message import AlertDigest, AlertMessage
 
 
-def body(message: AlertMessage) -> str:
+def body(message: AlertMessage | AlertDigest) -> str:
+    if isinstance(message, AlertDigest):
+        return "\n\n".join([message.summary, f"All of them: {message.cluster_url}",
+                              *(body(m) for m in message.messages)])
     return "\n".join([
         message.summary, "",
         f"Root cause: {message.root_cause}", f"Severity: {message.severity}",
