@@ -88,6 +88,7 @@ class RangeOutcome(JsonCarried):
     error: str = ""
     seconds: float = 0.0
     limited: bool = False   # stopped at the per-artifact event bound (ingest.parse.events_allowed)
+    head: list[str] = field(default_factory=list)  # the first range's first non-empty lines (structured_guess)
 
 
 def splittable(path: Path) -> bool:
@@ -222,6 +223,7 @@ def parse_range(path: Path, rng: LineRange, name: str, year: int, on_batch: Call
             out.start_digest, out.start_sticky = state_digest(parser, no), parser.sticky()
             parser.track()
         out.end_digest, out.end_sticky = state_digest(parser, no), parser.sticky()
+        parser._release_net(retried=False)  # a socket failure held for its next line is this range's row
         if rng.last:
             parser._flush_wrap()
             parser._close_block()
@@ -234,6 +236,8 @@ def parse_range(path: Path, rng: LineRange, name: str, year: int, on_batch: Call
     out.timeouts = parser.timeouts
     out.pg_state = [[list(k), v] for k, v in parser.pg_state.items()]
     out.stamped, out.year_assumed = parser.stamped, parser.year_assumed
+    if rng.warm_start == 0:
+        out.head = list(parser.head)
     out.sticky_read = sorted(parser.read_before_written)
     # held rows go through JSON to the merge: make them what that JSON gives back now, so the
     # range's own copy and the merge's never differ
@@ -292,6 +296,8 @@ def finish(outcomes: list[RangeOutcome], name: str, year: int, on_batch: Callabl
     parser.year_assumed = any(o.year_assumed for o in outcomes)
     parser._emit_timeouts()
     parser.set_clock()
+    parser.head = next((o.head for o in outcomes if o.head), [])
+    parser._say_if_structured()
     sink.flush()
     report.events = sum(o.events for o in outcomes) + sink.count
     return report

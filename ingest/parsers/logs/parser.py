@@ -46,6 +46,26 @@ MAX_LINE_CHARS = 64 * 1024
 REPEAT_WINDOW = 20  # lines within which an identical error line is an echo, not a new error
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _TORCH_LOG_TAGS = re.compile(r"^(?:\[(\d+/\d+)\]|\[(__\w+)\])(?: |$)")  # "$": a record's blank line
+HEAD_LINES = 8
+# structured captures that reach the text-log parser (no format parser claims them): (what, test of
+# the first non-empty lines)
+_CSV_HEADER = re.compile(r"^[A-Za-z_][\w .\[\]()%/-]{0,60}(?:, ?[A-Za-z_][\w .\[\]()%/-]{0,60}){2,40}$")
+_STRUCTURED = (
+    ("Prometheus exposition text (# HELP / # TYPE lines)",
+     lambda head: any(l.startswith(("# HELP ", "# TYPE ")) for l in head)),
+    ("`nvidia-smi nvlink` output", lambda head: any(re.match(r"^\s*Link \d{1,2}: ", l) for l in head)
+     and any(l.startswith("GPU ") for l in head)),
+    ("DTrace output", lambda head: bool(head) and re.match(r"^\s*CPU\s+ID\s+FUNCTION:NAME", head[0]) is not None),
+    ("a CSV table",
+     lambda head: len(head) >= 2 and _CSV_HEADER.match(head[0]) is not None
+     and all(l.count(",") == head[0].count(",") for l in head[1:4])),
+)
+
+
+def structured_guess(head: list[str]) -> str:
+    return next((what for what, test in _STRUCTURED if test(head)), "")
+
+
 _BFC_DUMP = re.compile(r"Summary of in-use Chunks by size:|Sum Total of in-use chunks: ")
 _THREAD_HEADER = re.compile(r"^Exception in thread (.{1,120}?):$")  # Python's threading.excepthook
 
@@ -88,6 +108,7 @@ class LogParser:
         self.chains: dict[tuple, dict] = {}  # (host, pid, tid) -> NCCL "file.cc:N -> code" chain followed
         self.ooms = 0                        # OOM events emitted
         self.bfc_dump: list[Line] | None = None  # TF/XLA's BFC allocator dump (printed when an allocation failed)
+        self.head: list[str] = []            # the first non-empty lines, to say what a structured file looked like
 
     # --- reading ---------------------------------------------------------------------------
     def run(self, path: Path) -> None:
@@ -96,9 +117,10 @@ class LogParser:
                 self.feed(Line(no, self._decode(raw, no), None, 0))  # type: ignore[arg-type]
         self._release_net(retried=False)
         self._flush_wrap()
-        self._bfc_dump_alone()
         self._close_block()
         self._flush_wrap()
+        self._bfc_dump_alone()
+        self._say_if_structured()
         self._emit_timeouts()
         self.set_clock()
 
@@ -123,6 +145,8 @@ class LogParser:
         return _ANSI.sub("", text.rstrip("\r\n"))
 
     def feed(self, line: Line) -> None:
+        if len(self.head) < HEAD_LINES and line.text.strip():
+            self.head.append(line.text.strip())
         p = split_line(line.text, self.year)
         while (m := _TORCH_LOG_TAGS.match(p.body)):
             line.frame_id = line.frame_id or (m.group(1) or "")
@@ -290,6 +314,15 @@ class LogParser:
                                        "build_failure": body.strip()[:300]}
             return LineHit("oom", "OutOfMemoryError", attrs, "error", oom.value, oom.unit)
         return finding
+
+    def _say_if_structured(self) -> None:
+        """A file no format parser claimed is read here as plain text; when it looks like a
+        structured capture that tracedoc does not read, the artifact says so (its values are
+        only text to the rules)."""
+        kind = structured_guess(self.head)
+        if kind:
+            self.report.warn(f"read as plain text: this looks like {kind}, which no parser reads as data; "
+                             "its values are not used as figures")
 
     def _bfc_dump_alone(self) -> None:
         """TF/XLA's BFC allocator prints its chunk summary only when an allocation failed: a dump
