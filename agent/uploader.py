@@ -1,7 +1,7 @@
 """Talking to the tracedoc server: the REST client (used by the agent and `tracedoc submit`)
 and the shipping loop that empties the spool's outbox with retries and backoff.
 
-API (DESIGN.md "Interfaces"): `POST /api/v1/traces/?wait=S` (multipart `files`, `labels` JSON,
+API (docs/api.md): `POST /api/v1/traces/?wait=S` (multipart `files`, `labels` JSON,
 `name`, `team`; the header `Idempotency-Key` makes a bundle sent twice one trace),
 `GET /api/v1/traces/{id}/`, `GET /api/v1/traces/{id}/report/`, `POST /api/v1/hosts/heartbeat/`,
 with the header `Authorization: Token <key>`.

@@ -102,7 +102,7 @@ def _no_stage(stage: str, done: float) -> None:
 def diagnose(artifacts: list[ArtifactResult], rules=None, clock_offsets: dict[str, int] | None = None,
              warnings: list[str] | None = None, slos=None, on_stage: StageCallback | None = None,
              on_events: Callable[[pd.DataFrame], None] | None = None) -> Report:
-    """Report (DESIGN.md "Interfaces") for parsed artifacts. `on_stage(stage, done)` hears
+    """Report (docs/api.md) for parsed artifacts. `on_stage(stage, done)` hears
     each stage of the diagnosis as it starts (`done`: the share of the diagnosis before it);
     `on_events(events)` gets the event table once the report is built (figures the report
     does not carry, as `tracedoc diff` measures them)."""

@@ -1,4 +1,4 @@
-"""Build the report (DESIGN.md "Interfaces") from parsed artifacts and their events."""
+"""Build the report (docs/api.md, the `Report` schema component) from parsed artifacts and their events."""
 from __future__ import annotations
 
 import dataclasses

@@ -2,7 +2,7 @@
 
 The engine builds a `Report` (findings from rules.results, clusters, SLO violations); the
 CLI's renderers, the web pages and the Django models read these objects. `Report.to_dict()`
-is the JSON report (DESIGN.md "Interfaces"), `Report.from_dict()` reads one back (a stored
+is the JSON report (docs/api.md; the `Report` component of the OpenAPI schema), `Report.from_dict()` reads one back (a stored
 report, a server's answer): the only two places that know its keys.
 """
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The normalized event table: one schema for every source (see DESIGN.md).
+"""The normalized event table: one schema for every source (docs/rules.md "Events and fields").
 
 Parsers never build DataFrames row by row: they hand rows (or whole columns) to an
 `EventSink`, which buffers them column-wise and cuts Arrow record batches of bounded

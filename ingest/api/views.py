@@ -166,7 +166,7 @@ class TraceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Crea
                               (422, PROBLEM_CONTENT_TYPE): ProblemSerializer})
     @action(detail=True)
     def report(self, request, pk=None):
-        """The diagnosis report (DESIGN.md "Interfaces"); a problem document while the trace is
+        """The diagnosis report (docs/api.md); a problem document while the trace is
         not done (409) or when it failed (422, naming each file and why)."""
         trace = self.get_object()
         if trace.state == Trace.State.FAILED:

@@ -13,7 +13,7 @@ from ingest.events import EventSink, ParseError, ParseReport, clamp_int
 from ingest.io import decode_json, read_all
 
 FORMAT = "nccl_ras_json"
-SOURCE = "log"  # a status report, read like the text one (DESIGN.md's source list)
+SOURCE = "log"  # a status report, read like the text one (the `source` values of docs/rules.md "Events and fields")
 MAX_BYTES = 256 * 1024**2
 
 
