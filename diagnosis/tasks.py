@@ -9,7 +9,6 @@ import logging
 import time
 
 from celery import shared_task
-from celery.exceptions import SoftTimeLimitExceeded
 
 from diagnosis.models import SLODefinition, record_report
 from diagnosis.pipeline import diagnose
@@ -18,6 +17,7 @@ from ingest import db_outage
 from ingest.artifact_results import ArtifactResult
 from ingest.models import Artifact, Trace
 from ingest.storage import ContentStore
+from ingest.task_failures import failures
 from rules.loader import load_rule_dirs
 from rules.models import TeamRule
 
@@ -44,23 +44,12 @@ def diagnose_trace(trace_id: int, run_id: str = "") -> None:
         return
     trace.record_progress(stage="events", diagnosis_done=0.0)
     trace.transition(Trace.State.DIAGNOSING)
-    try:
+    with failures(lambda error: trace.transition(Trace.State.FAILED, error=error), log, f"diagnose_trace {trace.pk} failed",
+                  doing="diagnosis", advice="a team rule may be too costly", internal="diagnosis failed",
+                  out_of_memory="out of memory: diagnosing this trace needed more than the worker's "
+                  "per-task memory limit (TRACEDOC_TASK_MEMORY_LIMIT_MB)") as outcome:
         report = diagnose_stored(trace, rules_for(trace.team), on_stage=_stage_recorder(trace))
-    except SoftTimeLimitExceeded:
-        trace.transition(Trace.State.FAILED, error="diagnosis took longer than the worker's time limit "
-                         "(TRACEDOC_TASK_SOFT_TIME_LIMIT); a team rule may be too costly")
-        return
-    except MemoryError:  # past the pool child's cap (tracedoc.celery); the worker serves on
-        log.exception("diagnose_trace %s: out of memory", trace.pk)
-        trace.transition(Trace.State.FAILED, error="out of memory: diagnosing this trace needed more than the "
-                         "worker's per-task memory limit (TRACEDOC_TASK_MEMORY_LIMIT_MB)")
-        return
-    except db_outage.LOST:
-        raise  # not the trace's fault: the task is retried (db_outage.RETRY)
-    except Exception as e:
-        log.exception("diagnose_trace %s failed", trace.pk)
-        trace.transition(Trace.State.FAILED, error=f"diagnosis failed ({type(e).__name__}: {e}); "
-                         "the worker log has the details")
+    if outcome.failed:
         return
     record_report(trace, report)
     trace.record_progress(stage="done", diagnosis_done=1.0)

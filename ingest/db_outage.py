@@ -7,8 +7,8 @@ Two levels, so a blip never fails a trace and never leaves it stuck:
 - a progress beat from inside a parser is only tried (`best_effort`): the parse goes on, the
   next beat writes the counters;
 - a task whose work hit a lost connection anyway does not record it as the trace's failure
-  (it is not the trace's fault): it lets the error up (`except LOST: raise` before its
-  catch-all) and Celery retries the task as a whole (`RETRY`), which its idempotence allows.
+  (it is not the trace's fault): it lets the error up (ingest.task_failures, the tasks'
+  one failure ladder, re-raises LOST before its catch-all) and Celery retries the task as a whole (`RETRY`), which its idempotence allows.
   Past the retries the message is dropped and the beat job `reconcile_traces` re-queues the
   trace once its heartbeat is stale.
 """

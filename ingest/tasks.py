@@ -26,6 +26,7 @@ import shutil
 import tempfile
 import time
 from contextlib import ExitStack
+from functools import partial
 from pathlib import Path
 from typing import Callable
 
@@ -49,6 +50,7 @@ from ingest.log_ranges import LineRange, RangeOutcome, parse_range_to_parquet
 from ingest.models import Artifact, Trace
 from ingest.parts import ParsePart, parse_finished
 from ingest.storage import ContentStore, sha256_of
+from ingest.task_failures import failures
 
 log = logging.getLogger(__name__)
 PROGRESS_EVERY_S = 0.5
@@ -77,7 +79,9 @@ def parse_trace(self, trace_id: int, run_id: str = "") -> None:
         return
     store = ContentStore()
     _reset(trace, store)
-    try:
+    with failures(partial(_fail, trace), log, f"parse_trace {trace.pk} failed", doing="parsing",
+                  advice="upload fewer or smaller files, or raise the limit",
+                  internal="internal error while parsing") as outcome:
         with tempfile.TemporaryDirectory(prefix=f"trace-{trace.pk}-", dir=_tmp_root(store)) as tmp:
             with ExitStack() as stack:
                 leaves = _expand_uploads(trace, store, Path(tmp), stack)
@@ -98,15 +102,7 @@ def parse_trace(self, trace_id: int, run_id: str = "") -> None:
                     events = _parse_artifact(trace, artifact, path, store, _progress(trace, scale, events_before))
                     trace.record_progress(events_done=events_before + events, bytes_done=scale(scale.size),
                                           artifacts_done=trace.artifacts_done + 1)
-    except SoftTimeLimitExceeded:
-        _fail(trace, "parsing took longer than the worker's time limit "
-              "(TRACEDOC_TASK_SOFT_TIME_LIMIT); upload fewer or smaller files, or raise the limit")
-        return
-    except db_outage.LOST:
-        raise  # not the trace's fault: the task is retried (db_outage.RETRY)
-    except Exception as e:
-        log.exception("parse_trace %s failed", trace.pk)
-        _fail(trace, f"internal error while parsing ({type(e).__name__}: {e}); the worker log has the details")
+    if outcome.failed:
         return
     trace.record_progress(bytes_done=trace.bytes_total)
     _parsed_or_failed(trace)
@@ -193,18 +189,12 @@ def parse_part(trace_id: int, run_id: str, plan_id: str, no: int) -> None:
             _fail(trace, f"gave up after {MAX_PARSE_ATTEMPTS} attempts: the worker stopped (killed, out of memory "
                   f"or crashed) each time while parsing {_part_label(part)}")
             return
-        try:
+        with failures(partial(_fail, trace), log, f"parse_part {trace_id}/{plan_id}/{no} failed",
+                      doing=f"parsing {_part_label(part)}",
+                      advice="lower TRACEDOC_FANOUT_PART_BYTES or raise the limit",
+                      internal=f"internal error while parsing {_part_label(part)}") as outcome:
             _run_part(trace, part, store)
-        except SoftTimeLimitExceeded:
-            _fail(trace, f"parsing {_part_label(part)} took longer than the worker's time limit "
-                  "(TRACEDOC_TASK_SOFT_TIME_LIMIT); lower TRACEDOC_FANOUT_PART_BYTES or raise the limit")
-            return
-        except db_outage.LOST:
-            raise
-        except Exception as e:
-            log.exception("parse_part %s/%s/%s failed", trace_id, plan_id, no)
-            _fail(trace, f"internal error while parsing {_part_label(part)} ({type(e).__name__}: {e}); "
-                  "the worker log has the details")
+        if outcome.failed:
             return
     if fanout.last_part_done(part):
         merge_parts.si(trace_id, run_id, plan_id).apply_async()
@@ -274,19 +264,11 @@ def merge_parts(trace_id: int, run_id: str, plan_id: str) -> None:
     store = ContentStore()
     ranges = ParsePart.objects.filter(trace_id=trace_id, plan=plan_id, kind=ParsePart.RANGE) \
         .select_related("artifact").order_by("no")
-    try:
+    with failures(partial(_fail, trace), log, f"merge_parts {trace_id} failed", doing="merging the parsed parts",
+                  advice="raise the limit", internal="internal error while merging the parsed parts") as outcome:
         for _, group in groupby(ranges, key=lambda p: p.artifact_id):
             _merge_artifact(trace, list(group), store)
-    except SoftTimeLimitExceeded:
-        _fail(trace, "merging the parsed parts took longer than the worker's time limit "
-              "(TRACEDOC_TASK_SOFT_TIME_LIMIT); raise the limit")
-        return
-    except db_outage.LOST:
-        raise
-    except Exception as e:
-        log.exception("merge_parts %s failed", trace_id)
-        _fail(trace, f"internal error while merging the parsed parts ({type(e).__name__}: {e}); "
-              "the worker log has the details")
+    if outcome.failed:
         return
     store.discard_parquet(trace.pk, "parts")  # local and (S3) stored
     trace.refresh_from_db()
