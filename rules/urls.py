@@ -12,5 +12,6 @@ urlpatterns = [
     path("<int:pk>/edit/", views.rule_edit, name="rule-edit"),
     path("<int:pk>/toggle/", views.rule_toggle, name="rule-toggle"),
     path("<int:pk>/backtest/", views.rule_backtest, name="rule-backtest"),
+    path("backtest/", views.rule_backtest, name="rule-backtest-new"),
     path("builtin/<str:rule_id>/", views.builtin_detail, name="builtin-detail"),
 ]

@@ -25,7 +25,7 @@ from rules.errors import EvalError
 from rules.features import TraceContext
 from rules.forms import RuleForm, TraceChoiceForm, unix_newlines
 from rules.loader import load_rule_dirs
-from rules.models import TeamRule, check_rule
+from rules.models import TeamRule, check_rule, parse_rule
 from rules.selection_samples import selection_samples
 
 TRACE_CHOICES = 50  # the newest finished traces offered for a test run
@@ -179,15 +179,34 @@ def rule_test(request):
         "findings": report.findings if report else (), "rule_errors": report.rule_errors if report else ()})
 
 
+def saved_version(rule: TeamRule):
+    """The saved text of a team rule as a loader rule (None when it no longer loads)."""
+    try:
+        return parse_rule(rule.yaml)
+    except ValidationError:
+        return None
+
+
 @login_required
 @require_POST
-def rule_backtest(request, pk: int):
-    """The editor's text as a new version of this rule, against the team's current pack on
-    its newest finished traces (htmx): what it would add or remove. Nothing is saved."""
-    rule = get_rule_for(request, pk)
+def rule_backtest(request, pk: int | None = None):
+    """The editor's text, saved or not (a new rule has no pk), against the team's rules as they
+    were (without this rule) on its newest finished traces (htmx): what it would add or remove,
+    and for a saved rule what it changes against the saved version, findings and each
+    selection's matched rows. Nothing is saved."""
+    rule = get_rule_for(request, pk) if pk is not None else None
     loaded, errors = check_rule(unix_newlines(request.POST.get("yaml", "")))
-    if loaded is not None and loaded.id != rule.rule_id:
+    if loaded is not None and rule is not None and loaded.id != rule.rule_id:
         loaded, errors = None, [{"line": 1, "col": 1, "message": f"id: a version of {rule.rule_id} keeps its id"}]
-    result = backtest_rule(rule.team, loaded, DEFAULT_TRACES) if loaded else None
+    team = rule.team if rule is not None else None
+    if team is None:
+        try:  # the new-rule form's team (a user of several teams picks one), else the user's only team
+            team = team_for_upload(request.user, request.POST.get("team") or None)
+        except ValidationError as e:
+            loaded, errors = None, [{"line": 1, "col": 1, "message": " ".join(e.messages)}]
+    if loaded is not None and rule is None:  # a new rule of an id the team has: that one is its saved version
+        rule = TeamRule.objects.filter(team=team, rule_id=loaded.id).first()
+    result = backtest_rule(team, loaded, DEFAULT_TRACES, saved=saved_version(rule) if rule else None) \
+        if loaded else None
     return render(request, "rules/partials/backtest_result.html",
                   {"rule": rule, "loaded": loaded, "errors": errors, "result": result})

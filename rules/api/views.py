@@ -9,6 +9,7 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from diagnosis.backtest_runs import backtest_rule
+from rules.views import saved_version
 from diagnosis.tasks import diagnose_stored
 from ingest.api.problems import problem
 from ingest.models import Trace
@@ -85,9 +86,11 @@ class RuleViewSet(viewsets.ModelViewSet):
     @extend_schema(request=RuleBacktestSerializer, responses={200: dict})
     @action(detail=True, methods=["post"])
     def backtest(self, request, pk=None):
-        """Diagnose the team's newest finished traces with the current rules and with `yaml` (a
-        candidate version of this rule, not saved): the findings and clusters it would add or
-        remove. Runs in the request within a time budget; traces it left out are `not_run`."""
+        """Diagnose the team's newest finished traces with the rules as they were (without this
+        rule) and with `yaml` (a candidate version of this rule, not saved): the findings and
+        clusters it would add or remove; `vs_saved` and `matches`: what it changes against the
+        saved version, findings and each selection's matched rows. Runs in the request within a
+        time budget; traces it left out are `not_run`."""
         rule = self.get_object()
         body = RuleBacktestSerializer(data=request.data)
         body.is_valid(raise_exception=True)
@@ -97,4 +100,5 @@ class RuleViewSet(viewsets.ModelViewSet):
             raise serializers.ValidationError({"yaml": e.messages}) from None
         if candidate.id != rule.rule_id:
             raise serializers.ValidationError({"yaml": [f"id: a version of {rule.rule_id} keeps its id"]})
-        return Response(backtest_rule(rule.team, candidate, body.validated_data["traces"]).to_dict())
+        return Response(backtest_rule(rule.team, candidate, body.validated_data["traces"],
+                                      saved=saved_version(rule)).to_dict())

@@ -2,6 +2,7 @@
 team's newest finished traces diagnosed with the current rules and with the candidate text;
 the findings and clusters it would add or remove, nothing saved."""
 import pytest
+from django.test import Client
 
 from rules.models import TeamRule
 from tests.support.diagnosed_traces import rule_ids
@@ -49,8 +50,13 @@ def test_removing_a_firing_rule_lists_it_as_removed(alice_api, alice, infra, dec
     quiet_v2 = QUIET.replace("version: 1", "version: 2")
     response = alice_api.post(f"/api/v1/rules/{firing.pk}/backtest/", {"yaml": quiet_v2}, format="json")
     [outcome] = response.json()["traces"]
-    assert [f["rule_id"] for f in outcome["removed_findings"]] == ["team.malloc-in-decode"]
-    assert outcome["added_findings"] == []
+    # against the rules as they were (without the rule) the quiet text adds nothing; against
+    # the saved version it removes the finding, and its selection matches no row any more
+    assert outcome["added_findings"] == [] and outcome["removed_findings"] == []
+    assert [f["rule_id"] for f in outcome["vs_saved"]["removed_findings"]] == ["team.malloc-in-decode"]
+    [match] = outcome["matches"]
+    assert match["selection"] == "mallocs" and match["saved"] > 0 and match["edited"] == 0 and match["changed"]
+    assert response.json()["changed"] == 1
 
 
 def test_team_scoped_and_checked(alice_api, charlie_api, quiet_rule):
@@ -72,3 +78,50 @@ def test_the_editor_button_shows_the_table(client, alice, decode_trace, quiet_ru
     partial = client.post(f"/rules/{quiet_rule.pk}/backtest/", {"yaml": FIRING}).content.decode()
     assert 'data-change="added"' in partial and "team.malloc-in-decode" in partial
     assert 'data-change="removed"' not in partial
+
+
+# v2 keeps only the slow calls: the same finding on the same trace, about half the rows
+SLOW_ONLY = RULE.replace("version: 1", "version: 2").replace("    name: cudaMalloc",
+                                                              "    name: cudaMalloc\n    dur|gt: 50000")
+
+
+def test_an_edit_that_changes_the_matched_rows_reports_the_change(alice_api, alice, infra, decode_trace):
+    """Issue 32: finding identity alone read "no change" for an edit that changed what matched."""
+    saved = TeamRule.objects.create(team=infra, yaml=RULE, created_by=alice, updated_by=alice)
+    response = alice_api.post(f"/api/v1/rules/{saved.pk}/backtest/", {"yaml": SLOW_ONLY}, format="json")
+    assert response.status_code == 200, response.content
+    body = response.json()
+    [outcome] = body["traces"]
+    assert body["saved_version"] == 1 and body["changed"] == 1
+    [match] = outcome["matches"]
+    assert match["selection"] == "mallocs" and 0 < match["edited"] < match["saved"] and match["changed"]
+    # the same firing says other numbers: a changed finding, not an added and a removed one
+    vs_saved = outcome["vs_saved"]
+    assert vs_saved["added_findings"] == [] and vs_saved["removed_findings"] == []
+    [edit] = vs_saved["changed_findings"]
+    assert edit["rule_id"] == "team.malloc-in-decode" and (edit["before"]["rule_version"], edit["after"]["rule_version"]) == (1, 2)
+    assert edit["before"]["explanation"] != edit["after"]["explanation"] or edit["metrics"]
+    # and the editor's table says it
+    web = Client()
+    web.force_login(alice)
+    partial = web.post(f"/rules/{saved.pk}/backtest/", {"yaml": SLOW_ONLY}).content.decode()
+    assert 'data-change="matches-changed"' in partial and f'{match["saved"]} → {match["edited"]}' in partial
+    assert 'data-change="changed"' in partial and "no change" not in partial
+
+
+def test_a_new_rule_is_backtested_before_it_is_saved(client, alice, infra, decode_trace):
+    client.force_login(alice)
+    page = client.get("/rules/new/").content.decode()
+    assert 'hx-post="/rules/backtest/"' in page
+    partial = client.post("/rules/backtest/", {"yaml": RULE}).content.decode()
+    assert 'data-change="added"' in partial and "team.malloc-in-decode" in partial
+    assert 'data-change="matches"' in partial and "no change" not in partial
+    assert not TeamRule.objects.exists()  # nothing saved
+
+
+def test_a_saved_rule_is_compared_without_itself(alice_api, alice, infra, decode_trace):
+    """Saved, then backtested with the same text: what the rule does, not "no change"."""
+    saved = TeamRule.objects.create(team=infra, yaml=RULE, created_by=alice, updated_by=alice)
+    [outcome] = alice_api.post(f"/api/v1/rules/{saved.pk}/backtest/", {"yaml": RULE}, format="json").json()["traces"]
+    assert [f["rule_id"] for f in outcome["added_findings"]] == ["team.malloc-in-decode"]
+    assert outcome["vs_saved"]["changed_findings"] == [] and not outcome["matches"][0]["changed"]

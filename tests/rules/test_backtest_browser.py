@@ -1,7 +1,7 @@
 """In a real browser: the rule editor's backtest button, with a new version of a quiet team
 rule typed in the editor, lists the finding and the cluster it would add on the team's
-diagnosed trace -- and, typed back to a version that fires on nothing, no change; nothing is
-saved. Screenshots land in test-artifacts/browser/."""
+diagnosed trace and the rows its selection now matches -- and, typed back to a version that
+fires on nothing, no change; nothing is saved. Screenshots land in test-artifacts/browser/."""
 import pytest
 
 from rules.models import TeamRule
@@ -30,20 +30,25 @@ def test_the_backtest_button_shows_the_difference(quiet_rule, decode_trace, live
     page.wait_for_selector("#validation .ok")
     page.click("#backtest-form button[type=submit]")
     page.wait_for_selector("#backtest-result .backtest-table", timeout=120_000)
-    added = page.locator("#backtest-result tr[data-change=added]")
+    added = page.locator("#backtest-result [data-change=added]")
     rows = [added.nth(i).inner_text() for i in range(added.count())]
     assert any("finding" in r and "team.malloc-in-decode" in r and "v2" in r for r in rows), rows
     assert any("cluster" in r and "team.malloc_in_decode" in r for r in rows), rows
-    assert page.locator("#backtest-result tr[data-change=removed]").count() == 0
-    assert page.locator(f"#backtest-result a[href='/traces/{trace_pk}/']").count() >= 2
-    assert "v2 against the current rules on 1 trace" in page.locator("#backtest-result .meta").inner_text()
+    assert page.locator("#backtest-result [data-change=removed]").count() == 0
+    assert page.locator(f"#backtest-result a[href='/traces/{trace_pk}/']").count() == 1
+    assert "v2 against the rules as they were (without this rule) and against its saved v1, on 1 trace" in \
+        page.locator("#backtest-result .meta").inner_text()
+    # the quiet v1 matched no row; the text in the editor matches every cudaMalloc call
+    matched = page.locator("#backtest-result [data-change=matches-changed] .match-count").inner_text()
+    assert matched.startswith("0 → ") and not matched.startswith("0 → 0"), matched
     page.screenshot(path=str(SHOTS / "rule_backtest_added.png"), full_page=True)
 
     type_rule(page, QUIET.replace("version: 1", "version: 2"))
     page.wait_for_selector("#validation .ok")
     with page.expect_response(lambda r: "/backtest/" in r.url):
         page.click("#backtest-form button[type=submit]")
-    page.wait_for_selector("#backtest-result tr.unchanged")
-    assert page.locator("#backtest-result tr[data-change]").count() == 0
+    page.wait_for_selector("#backtest-result .unchanged")
+    assert page.locator("#backtest-result :is([data-change=added], [data-change=removed], "
+                        "[data-change=changed], [data-change=matches-changed])").count() == 0
     page.goto(f"{live_server.url}/rules/{rule_pk}/edit/")  # nothing was saved: still v1
     assert "v1" in page.locator("h1 .tag").first.inner_text()
