@@ -31,6 +31,7 @@ run: install
 test: install
 	$(BIN)/lint-imports
 	$(BIN)/ruff check .
+	$(BIN)/mypy
 	scripts/ensure-services.sh
 	scripts/ensure-chromium.sh
 	scripts/ensure-clang.sh

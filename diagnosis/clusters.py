@@ -8,7 +8,7 @@ finding that nothing else in the cluster caused.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from diagnosis.results import Cluster, Suppression
 from rules.results import Finding
@@ -199,7 +199,8 @@ def describe(groups: list[Grouping], findings: list[Finding], finding_ids: list[
     described = []
     for g in groups:
         head = findings[g.headline]
-        described.append(dict(
+        described.append(Cluster(
+            id="",  # numbered once ordered
             fingerprint=fingerprint(head),
             earlier_fingerprints=earlier_fingerprints(head),
             root_cause=head.root_cause,
@@ -207,9 +208,9 @@ def describe(groups: list[Grouping], findings: list[Finding], finding_ids: list[
             severity=highest(findings[i].severity for i in g.members),
             headline=finding_ids[g.headline],
             findings=tuple(finding_ids[i] for i in sorted(g.members, key=lambda i: findings[i].start_ts or 0)),
-            slos=tuple(sorted({findings[i].slo for i in g.members if findings[i].slo})),
+            slos=tuple(sorted({slo for i in g.members if (slo := findings[i].slo)})),
             why_grouped="; ".join(g.why) if g.why else "a single finding",
             start_ts=min(findings[i].start_ts or 0 for i in g.members),
         ))
-    described.sort(key=lambda c: (-RANK.get(c["severity"], 0), -len(c["slos"]), c["start_ts"]))
-    return [Cluster(id=f"C{n}", **c) for n, c in enumerate(described, 1)]
+    described.sort(key=lambda c: (-RANK.get(c.severity, 0), -len(c.slos), c.start_ts))
+    return [replace(c, id=f"C{n}") for n, c in enumerate(described, 1)]
