@@ -25,6 +25,7 @@ def test_zoom_into_a_kernel_and_land_on_evidence(graph_trace, live_server, brows
                                   .sort((a, b) => b.dur - a.dur)[0]""")
     whole = page.evaluate("() => window.tracedocTimeline.range()")
     chart = page.locator(".timeline-chart canvas").first
+    chart.scroll_into_view_if_needed()  # below the headline and the evidence, as the page orders them
     box = chart.bounding_box()
     page.mouse.move(box["x"] + box["width"] * 0.6, box["y"] + 40)
     for _ in range(6):  # wheel zoom re-fetches the visible range
