@@ -6,6 +6,8 @@ them to the trace's day). Local time without a zone is read as UTC (tz_assumed).
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from ingest.clock import Clock
 from ingest.events import EventSink, ParseError, ParseReport
 from ingest.parsers.nvidia_smi.common import device_index
@@ -62,18 +64,7 @@ def parse(path, sink: EventSink, report: ParseReport) -> None:
             report.skipped["row with a bad time"] += 1
             continue
         device = device_index(row.get("gpu"))
-        for i, (col, text) in enumerate(zip(names, cells)):
-            if col not in COLUMNS or text == "-":
-                continue
-            try:
-                value = float(text)
-            except ValueError:
-                report.skipped[f"non-numeric {col}"] += 1
-                continue
-            name, unit = COLUMNS[col]
-            unit = units[i] if i < len(units) and units[i] not in ("-",) else unit
-            if unit == "MB":  # dmon's MB are MiB
-                value, unit = value * 2**20, "bytes"
+        for col, name, unit, value in figures(row, names, units, COLUMNS, report):
             sink.emit(ts=ts, kind="sample", name=name, unit=unit, value=value, device=device, loc=loc)
             if col == "dbecc" and value > 0:
                 sink.emit(ts=ts, kind="error", name="EccUncorrectable", device=device, value=value,
@@ -81,6 +72,27 @@ def parse(path, sink: EventSink, report: ParseReport) -> None:
     if not clock.rows:
         raise ParseError(str(path), "line 1", "nvidia-smi dmon rows under a '# gpu ...' header")
     report.set_clock(clock.declared(names, "dmon", "rows are in capture order, 1 s apart"))
+
+
+def figures(row: dict, names: list[str], units: list[str], columns: dict[str, tuple[str, str]],
+            report: ParseReport) -> Iterator[tuple[str, str, str, float]]:
+    """(column, metric, unit, value) of a dmon/pmon row's figures in header order: "-" is no
+    value, a non-number is counted as skipped, the units line's unit wins over the column's
+    own, and MB (nvidia-smi's MB are MiB) become bytes."""
+    for i, col in enumerate(names):
+        text = row.get(col, "-")
+        if col not in columns or text == "-":
+            continue
+        try:
+            value = float(text)
+        except ValueError:
+            report.skipped[f"non-numeric {col}"] += 1
+            continue
+        name, unit = columns[col]
+        unit = units[i] if i < len(units) and units[i] not in ("-", "#") else unit
+        if unit == "MB":
+            value, unit = value * 2**20, "bytes"
+        yield col, name, unit, value
 
 
 class RowClock:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from ingest.events import EventSink, ParseError, ParseReport, clamp_int
 from ingest.parsers.nvidia_smi.common import device_index
 from ingest.parsers.telemetry import iter_lines
-from ingest.parsers.nvidia_smi.dmon import RowClock
+from ingest.parsers.nvidia_smi.dmon import RowClock, figures
 
 FORMAT = "nvidia_smi_pmon"
 SOURCE = "nvidia_smi"
@@ -80,18 +80,6 @@ def _emit_row(sink: EventSink, report: ParseReport, ts: int, row: dict, names: l
               units: list[str], pid: int, loc: str) -> None:
     device = device_index(row.get("gpu"))
     attrs = {"process": row.get("command", "").strip(), "type": row.get("type", "")}
-    for i, col in enumerate(names):
-        text = row.get(col, "-")
-        if col not in COLUMNS or text == "-":
-            continue
-        try:
-            value = float(text)
-        except ValueError:
-            report.skipped[f"non-numeric {col}"] += 1
-            continue
-        name, unit = COLUMNS[col]
-        unit = units[i] if i < len(units) and units[i] not in ("-", "#") else unit
-        if unit == "MB":  # nvidia-smi's MB are MiB
-            value, unit = value * 2**20, "bytes"
+    for _, name, unit, value in figures(row, names, units, COLUMNS, report):
         sink.emit(ts=ts, kind="sample", name=name, unit=unit, value=value, device=device, pid=pid,
                   loc=loc, attrs=attrs)
