@@ -11,7 +11,7 @@ import sys
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 from cli.output import EXIT_BAD_INPUT, EXIT_INTERNAL, FORMATS, internal_error, print_report, run
-from rules.cli_parser import add_rules_parser
+from cli.rules_parser import add_rules_parser
 from rules.severity import SEVERITIES
 
 # Exit status: 0 nothing at or above --fail-on, 1 findings at or above it, 2 unusable input,

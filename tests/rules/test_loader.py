@@ -4,7 +4,8 @@ import time
 import pytest
 from jsonschema import Draft202012Validator
 
-from rules import cli_commands, limits, loader
+from cli import rules_commands
+from rules import limits, loader
 from rules.loader import RuleError, check_text, load_rule_dirs, load_rule_text, schema, validate_files
 from tests.rules.helpers import events, rule_text, run
 
@@ -189,8 +190,8 @@ def test_validate_main_prints_file_line_col(tmp_path, capsys):
     good, bad = tmp_path / "good.yaml", tmp_path / "bad.yaml"
     good.write_text(rule_text("match:\n  a: {kind: error}\ncondition: a\n"))
     bad.write_text(rule_text("match:\n  a: {kind: error}\ncondition: b\n"))
-    assert cli_commands.validate_main([str(good)]) == 0
-    assert cli_commands.validate_main([str(good), str(bad)]) == 1
+    assert rules_commands.validate_main([str(good)]) == 0
+    assert rules_commands.validate_main([str(good), str(bad)]) == 1
     out = capsys.readouterr().out.strip().splitlines()
     assert out == [f"{bad}:8:12: condition names selection 'b' which is not defined under match (defined: a)"]
 

@@ -1,5 +1,6 @@
 """run_rule_tests with an injected scenario loader, and the `rules test` command."""
-from rules import cli_commands, loader
+from cli import rules_commands
+from rules import loader
 from rules.loader import load_rule_text
 from rules.testing import run_rule_tests
 from tests.rules.helpers import events, rule_text
@@ -66,13 +67,13 @@ def test_min_severity_gates_what_counts_as_firing(tmp_path):
 
 def test_test_main_exit_codes(tmp_path, monkeypatch, capsys):
     diagnose, _ = scenarios(tmp_path)
-    monkeypatch.setattr(cli_commands, "scenario_events", diagnose)
+    monkeypatch.setattr(rules_commands, "scenario_events", diagnose)
     rules_dir = tmp_path / "rules"
     rules_dir.mkdir()
     (rules_dir / "r.yaml").write_text(RULE.replace(", s/abort]", "]"))
-    assert cli_commands.test_main(str(rules_dir), str(tmp_path)) == 0
+    assert rules_commands.test_main(str(rules_dir), str(tmp_path)) == 0
     (rules_dir / "r.yaml").write_text(RULE)
-    assert cli_commands.test_main(str(rules_dir), str(tmp_path)) == 1
+    assert rules_commands.test_main(str(rules_dir), str(tmp_path)) == 1
     out = capsys.readouterr().out
     assert "FAIL test.rule quiet s/abort: fired 1 finding(s)" in out
     assert loader.BUILTIN_DIR.name == "builtin"

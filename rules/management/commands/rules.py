@@ -5,7 +5,7 @@ import sys
 
 from django.core.management.base import BaseCommand
 
-from rules.cli_parser import rules_parser
+from cli.rules_parser import rules_parser  # the command line's `rules` group (pyproject: cli-on-top)
 
 
 class Command(BaseCommand):

@@ -1,5 +1,5 @@
 """What the `rules` commands do: `validate FILE...`, `test [DIR]`, `features`, `coverage`
-(their arguments: rules/cli_parser.py).
+(their arguments: cli/rules_parser.py).
 
 An adapter over the engine, not part of it: it reads corpus scenarios through the diagnosis
 (`diagnosis.scenarios`, `diagnosis.coverage`).

@@ -1,6 +1,6 @@
 """The arguments of the `rules` command group, shared by the `tracedoc rules` CLI
 (cli/main.py) and `manage.py rules` (same code, same exit codes), so neither imports the
-other. What each command does is in rules/cli_commands.py."""
+other. What each command does is in cli/rules_commands.py."""
 from __future__ import annotations
 
 import argparse
@@ -13,8 +13,8 @@ def default_corpus() -> str:
 
 
 def _commands():
-    from rules import cli_commands  # pandas and the diagnosis (~2 s of imports): only for a `rules` command
-    return cli_commands
+    from cli import rules_commands  # pandas and the diagnosis (~2 s of imports): only for a `rules` command
+    return rules_commands
 
 
 def add_rules_parser(sub) -> None:
