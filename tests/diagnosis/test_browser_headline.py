@@ -68,3 +68,25 @@ def test_finding_and_cluster_references_are_links(incident, client, alice):
     for f in incident.report["findings"]:
         if f.get("consequence_of"):
             assert f'consequence of <a href="#finding-{f["consequence_of"]}"' in html
+
+
+@pytest.fixture
+def long_named(incident):
+    """An agent `wrap` trace is named after its command line (renamed before the browser starts)."""
+    from ingest.models import Trace
+    Trace.objects.filter(pk=incident.pk).update(name="gpu-node-017.cluster.internal.example.com: torchrun --nnodes=4 "
+                                                     "--nproc_per_node=8 train.py --config=" + "x" * 300 + " (exit 1)")
+    return incident
+
+
+def test_a_long_trace_name_leaves_the_headline_in_view(long_named, live_server, browser):
+    """The title is cut at two lines on a phone, the whole name in its tooltip; the cause stays in view."""
+    page = logged_in_page(browser, live_server, long_named, color_scheme="light", **SIZES["phone"])
+    page.evaluate("() => window.scrollTo(0, 0)")
+    title = page.locator("h1 .trace-title")
+    assert title.get_attribute("title").endswith("(exit 1)")
+    assert title.bounding_box()["height"] < 90  # two lines
+    b = page.locator("#headline-title").bounding_box()
+    assert b["y"] + b["height"] <= 844
+    assert_fits(page, "trace page with a long name")
+    page.screenshot(path=str(SHOTS / "trace_headline_phone_long_name.png"))
