@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.diagnosed_traces import diagnosed_folder
+from tests.support.diagnosed_traces import diagnosed, diagnosed_folder
 from tests.support.fixtures import SHOTS
 from tests.support.phone_layout import assert_fits
 from tests.support.trace_page import logged_in_page
@@ -90,3 +90,19 @@ def test_a_long_trace_name_leaves_the_headline_in_view(long_named, live_server, 
     assert b["y"] + b["height"] <= 844
     assert_fits(page, "trace page with a long name")
     page.screenshot(path=str(SHOTS / "trace_headline_phone_long_name.png"))
+
+
+@pytest.fixture(params=["oom_fragmentation", "cudagraph_abort", "nccl_timeout"])
+def corpus_incident(request, infra, alice, no_worker, corpus_dir):
+    return diagnosed(infra, alice, request.param)
+
+
+def test_other_incidents_lead_with_their_cause_on_a_phone(corpus_incident, live_server, browser):
+    """An OOM (its cause was ~2,500 px down), a capture abort, an NCCL timeout: title and first fix in view."""
+    name = corpus_incident.name
+    page = logged_in_page(browser, live_server, corpus_incident, color_scheme="dark", **SIZES["phone"])
+    page.evaluate("() => window.scrollTo(0, 0)")
+    for part in ("#headline-title", ".headline-fix"):
+        b = page.locator(f"#headline {part}").bounding_box()
+        assert b["y"] + b["height"] <= 844, f"{name}: {part} ends at {b['y'] + b['height']:.0f} px"
+    page.screenshot(path=str(SHOTS / f"trace_headline_phone_{name}.png"))
