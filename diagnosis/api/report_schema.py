@@ -48,6 +48,11 @@ class ReportClusterSerializer(serializers.Serializer):
     slos = serializers.ListField(child=serializers.CharField())
     why_grouped = serializers.CharField(allow_blank=True)
     start_ts = serializers.IntegerField()
+    earlier_fingerprints = serializers.ListField(
+        child=serializers.CharField(), required=False,
+        help_text="only while a grouping change is carried: the fingerprints this cluster had before "
+                  "(a renamed root cause or an earlier grouping version); the team's cluster of any of "
+                  "them takes `fingerprint`")
 
 
 class SLOOutcomeSerializer(serializers.Serializer):

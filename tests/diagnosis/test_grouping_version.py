@@ -46,3 +46,18 @@ def test_clusters_opened_before_a_fingerprint_change_keep_their_incidents(tmp_pa
         assert record["earlier"] == [b for b in before if b in record["earlier"]] and len(record["earlier"]) == 1
         assert record["status"] == "acknowledged"  # triage kept
         assert record["traces"] == ["t0", "t1", "t2"] and record["trace_count"] == 3
+
+
+def test_the_report_carries_earlier_fingerprints_only_while_a_change_is_carried(monkeypatch):
+    from diagnosis import clusters
+    from diagnosis.clusters import cluster_findings, describe
+    from diagnosis.results import Cluster
+    f = Finding(rule_id="r", title="t", severity="error", root_cause="memory.oom", fingerprint={"host": "n1"})
+    groups, _ = cluster_findings([f])
+    [plain] = describe(groups, [f], ["F1"])
+    assert "earlier_fingerprints" not in plain.to_dict()
+    monkeypatch.setitem(clusters.RENAMED_CAUSES, "cuda.oom", "memory.oom")
+    [carried] = describe(groups, [f], ["F1"])
+    assert carried.fingerprint == plain.fingerprint  # the cause as it is now
+    assert carried.earlier_fingerprints == (fingerprint(f, cause="cuda.oom"),)
+    assert Cluster.from_dict(carried.to_dict()) == carried
