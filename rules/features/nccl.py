@@ -166,6 +166,42 @@ def rank_counters(ev: pd.DataFrame) -> dict[int, list[dict]]:
     return out
 
 
+MAX_PEER_SEQ_SPREAD = 64  # ranks of one group are a few collectives apart at most (each waits for the others)
+
+
+def _add_own_timeouts(counters: dict[int, list[dict]], timeouts: list[dict], artifacts, locs) -> None:
+    """A rank's own watchdog timeout at seq S says it completed every collective of that group
+    before S (work completes in order); what it enqueued after S it does not say. Lines that
+    name no process group count only where they can be one group: each rank times out once,
+    all within a few sequence ids (legacy lines of several groups are neither)."""
+    def usable(t: dict) -> bool:
+        return (_int(t.get("rank")) is not None and _int(t.get("seq")) is not None and not t.get("restated")
+                and str(t.get("op", "")).upper() not in P2P_OPS)
+    unnamed = [t for t in timeouts if usable(t) and not _pg_key(t)]
+    seqs = {_int(t["seq"]) for t in unnamed}
+    one_group = bool(seqs) and max(seqs) - min(seqs) <= MAX_PEER_SEQ_SPREAD and \
+        len({(_int(t["rank"]), _int(t["seq"])) for t in unnamed}) == len({_int(t["rank"]) for t in unnamed})
+    for t, artifact, loc in zip(timeouts, artifacts, locs):
+        if not usable(t) or (not _pg_key(t) and not one_group):
+            continue
+        rank, seq = _int(t.get("rank")), _int(t.get("seq"))
+        counters[rank].append({"last_enqueued": None, "last_completed": seq - 1, "stuck_at": seq,
+                               "pg_guid": _int(t.get("pg_guid")), "pg_id": _int(t.get("pg_id")),
+                               "pg_name": t.get("pg_name") or "", "artifact": artifact, "loc": str(loc),
+                               "where": f"{artifact} {loc}, its own watchdog timing out at seq {seq}"})
+
+
+def _stuck_peer(t: dict, counters: dict[int, list[dict]]) -> dict | None:
+    """A peer whose own watchdog timed out at an earlier seq of the same group: it never got to
+    this one, so this timeout follows that one (a failure for first_failure's callers)."""
+    stuck = _peers_where(t, counters, "stuck_at", lambda value, seq: value < seq)
+    if not stuck:
+        return None
+    rank, c = min(stuck.items(), key=lambda rc: rc[1]["stuck_at"])
+    return {"key": "stuck", "name": "NCCLWatchdogTimeout", "rank": rank, "artifact": c["artifact"], "loc": c["loc"],
+            "stuck_at": c["stuck_at"], "own": False, "ts": 0, "line": None, "text": c["where"]}
+
+
 def _same_group(t: dict, c: dict, one_group: bool) -> bool:
     """Sequence ids count per process group: compare the most specific name both sides print
     (GUID, then name, then id); with neither, only a trace that shows one group at all."""
@@ -185,15 +221,15 @@ def _peers_where(t: dict, counters: dict[int, list[dict]], counter: str, holds) 
     groups = {(c["pg_guid"], c["pg_name"], c["pg_id"]) for seen in counters.values() for c in seen}
     found = {}
     for r, seen in counters.items():
-        mine = [c for c in seen if _same_group(t, c, len(groups) == 1) and c[counter] is not None]
+        mine = [c for c in seen if _same_group(t, c, len(groups) == 1) and c.get(counter) is not None]
         if r != rank and mine and holds((top := max(mine, key=lambda c: c[counter]))[counter], seq):
             found[r] = top
     return found
 
 
 def _peers_reason(t: dict, peers: dict[int, dict], had: str, so: str) -> str:
-    said = "; ".join(f"rank {r}: last enqueued {c['last_enqueued']}, last completed {c['last_completed']} "
-                     f"({c['where']})" for r, c in sorted(peers.items()))
+    said = "; ".join(f"rank {r}: " + (f"last enqueued {c['last_enqueued']}, " if c["last_enqueued"] is not None else "")
+                     + f"last completed {c['last_completed']} ({c['where']})" for r, c in sorted(peers.items()))
     return (f"rank {t.get('rank')}'s seq {t.get('seq')} timed out while rank(s) {sorted(peers)} of the same group "
             f"{had} ({said}): {so}")
 
@@ -341,7 +377,8 @@ def watchdog_mismatches(timeouts: list[dict]) -> dict[int, tuple[str, list[int]]
     one group with different ops or sizes (only what the watchdog lines print is compared)."""
     groups: dict[tuple, list[int]] = defaultdict(list)
     for i, t in enumerate(timeouts):
-        if t.get("seq") is not None and t.get("op") and not t.get("restated") and t.get("rank") is not None:
+        if t.get("seq") is not None and t.get("op") and not t.get("restated") and t.get("rank") is not None \
+                and _complete(t):
             groups[(t["seq"], t.get("timeout_ms"))].append(i)
     out = {}
     for (seq, _timeout), rows in groups.items():
@@ -356,6 +393,12 @@ def watchdog_mismatches(timeouts: list[dict]) -> dict[int, tuple[str, list[int]]
             if t.get("seq") == seq and (not pgs or _pg_key(t) in pgs | {""}):
                 out[i] = found  # the same collective's other reports (failure lines carry no op)
     return out
+
+
+def _complete(t: dict) -> bool:
+    """A watchdog record read in full: a terminal or logger wrap can cut one mid-field
+    (`OpType=_ALLGATHER_BA` ...), and a cut record differs from every whole one."""
+    return t.get("numel_in") is not None and t.get("numel_out") is not None and t.get("timeout_ms") is not None
 
 
 def _pg_key(t: dict) -> str:
@@ -500,15 +543,17 @@ def _failure_verdict(t: dict, f: dict) -> tuple[str, str, str, list[int]]:
     what = {"cuda_oom": "ran out of GPU memory", "cuda.kernel_fault": f"hit a CUDA fault ({f['name']})",
             "cuda_error": f"hit a CUDA error ({f['name']})", "gpu.xid": "lost its GPU (Xid)",
             "killed": "was killed", "exception": f"raised {f['name']}",
-            "left": "had already shut its process group down (it will join no further collective)"}[f["key"]]
+            "left": "had already shut its process group down (it will join no further collective)",
+            "stuck": f"was still waiting in an earlier collective, seq {f.get('stuck_at')} (its own watchdog timed "
+                     "out there)"}[f["key"]]
     where = f"{f['artifact']} {f['loc']}"
     if f["own"]:
         return ("own_failure",
                 f"this rank {what} at {where} before its watchdog reported seq {t.get('seq')}: the NCCL failure is "
                 "that fault surfacing through the watchdog, not a communication problem", "", [f["rank"]])
-    return ("peer_failed",
-            f"{who} {what} at {where} before rank {t.get('rank')}'s seq {t.get('seq')} timed out: the collective "
-            f"waited for a rank that was already gone, so the timeout is a consequence of that failure",
+    so = ("it never reached this collective, so this timeout follows that one" if f["key"] == "stuck" else
+          "the collective waited for a rank that was already gone, so the timeout is a consequence of that failure")
+    return ("peer_failed", f"{who} {what} at {where} before rank {t.get('rank')}'s seq {t.get('seq')} timed out: {so}",
             "", [f["rank"]] if f["rank"] is not None else [])
 
 
@@ -539,12 +584,14 @@ def _timeouts_of(ev: pd.DataFrame, ctx) -> pd.DataFrame:
     counters = rank_counters(ev)
     logs = rank_logs(ev, found)
     parsed = [_attrs(a) for a in timeouts["attrs"]]
+    _add_own_timeouts(counters, parsed, text_values(timeouts["artifact"]), timeouts["loc"])
     mismatches = watchdog_mismatches(parsed)
     report = _mismatch_report(ev) or _coll_mismatch_report(ctx)
     rows = []
     for i, (_, row) in enumerate(timeouts.iterrows()):
         a = parsed[i]
-        failure = first_failure(a, int(row["ts"]), str(row["artifact"]), str(row["loc"]), found)
+        failure = first_failure(a, int(row["ts"]), str(row["artifact"]), str(row["loc"]), found) \
+            or _stuck_peer(a, counters)
         cause, reason, capture, culprits = verdict(a, entries, status, divergences, mismatches.get(i) or report,
                                                    failure, counters)
         extra = {}
