@@ -15,6 +15,7 @@ from datetime import timedelta
 
 from celery import shared_task
 from django.conf import settings
+from django.db import transaction
 from django.utils import timezone
 
 from alerts.destinations import SENDERS, DeliveryError
@@ -104,31 +105,38 @@ def deliver(self, delivery_id: int) -> str:
     """Send one notification to the delivery's destination: this alert and those that joined
     its group; a failure is retried after 1, 2, 4, ... times the backoff until
     TRACEDOC_ALERT_MAX_ATTEMPTS attempts, then the group's deliveries are `failed`."""
-    delivery = Delivery.objects.select_related("alert", "destination").filter(pk=delivery_id).first()
-    if delivery is None or delivery.state != Delivery.State.PENDING:
-        return delivery.state if delivery else "gone"  # a redelivered message of a finished delivery
-    destination = delivery.destination
-    group = [delivery, *Delivery.objects.filter(destination=destination, state=Delivery.State.PENDING,
-                                                queued_at__isnull=False).exclude(pk=delivery.pk)
-             .select_related("alert").order_by("pk")[:MAX_GROUP - 1]]
-    messages = tuple(AlertMessage.from_dict(d.alert.payload) for d in group)
-    try:
-        status = SENDERS[destination.kind](destination, messages[0] if len(messages) == 1 else AlertDigest(messages))
-    except DeliveryError as e:
-        final = e.final or delivery.attempts + 1 >= settings.TRACEDOC_ALERT_MAX_ATTEMPTS
-        error = redact(str(e), destination.url, destination.secret)  # senders' own texts too
-        for d in group:  # the others stay queued behind this leader until its last try
-            if d is delivery or final:
-                d.record(False, e.status, error, final=final)
-        log.warning("alert delivery %s to %s failed (attempt %s, %d alert(s)): %s", delivery.pk, destination,
-                    delivery.attempts, len(group), error)
-        if final:
-            return delivery.state
-        raise self.retry(countdown=backoff_s(self.request.retries)) from None
-    for d in group:
-        d.record(True, status)
-    _lead_the_rest(destination)
-    return delivery.state
+    delivery = Delivery.objects.select_related("destination").filter(pk=delivery_id).first()
+    if delivery is None:
+        return "gone"
+    with transaction.atomic():  # one group at a time per destination: two leaders never send one alert twice
+        destination = Destination.objects.select_for_update().get(pk=delivery.destination_id)
+        delivery.refresh_from_db()
+        if delivery.state != Delivery.State.PENDING:
+            return delivery.state  # a redelivered message of a finished delivery, or another leader took it
+        group = [delivery, *Delivery.objects.filter(destination=destination, state=Delivery.State.PENDING,
+                                                    queued_at__isnull=False).exclude(pk=delivery.pk)
+                 .select_related("alert").order_by("pk")[:MAX_GROUP - 1]]
+        messages = tuple(AlertMessage.from_dict(d.alert.payload) for d in group)
+        try:
+            status = SENDERS[destination.kind](destination, messages[0] if len(messages) == 1 else AlertDigest(messages))
+        except DeliveryError as e:
+            final = e.final or delivery.attempts + 1 >= settings.TRACEDOC_ALERT_MAX_ATTEMPTS
+            error = redact(str(e), destination.url, destination.secret)  # senders' own texts too
+            for d in group:  # the others stay queued behind this leader until its last try
+                if d is delivery or final:
+                    d.record(False, e.status, error, final=final)
+            log.warning("alert delivery %s to %s failed (attempt %s, %d alert(s)): %s", delivery.pk, destination,
+                        delivery.attempts, len(group), error)
+            if final:
+                return delivery.state
+        else:
+            for d in group:
+                d.record(True, status)
+            final = None
+    if final is None:
+        _lead_the_rest(destination)
+        return delivery.state
+    raise self.retry(countdown=backoff_s(self.request.retries))
 
 
 def _lead_the_rest(destination: Destination) -> None:
