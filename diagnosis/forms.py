@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from django import forms
 from django.contrib.auth import get_user_model
+from django.utils import timezone
 
 from diagnosis.models import ClusterRecord
+from diagnosis.snooze import SNOOZE_PRESETS, Snooze, resolve
 from diagnosis.stream import DEFAULT_PERIOD_DAYS, SORTS
+from diagnosis.stream_query import MAX_QUERY_CHARS, QueryError, parse
 from rules.severity import SEVERITIES
 
 SEVERITY_CHOICES = [(s, s) for s in SEVERITIES]
@@ -26,15 +29,24 @@ class ClusterTriageForm(forms.ModelForm):
 
 
 class SnoozeForm(forms.Form):
-    """Ignore a cluster until a time, or until it has been seen in this many traces."""
+    """Ignore a cluster: a preset ("for 1 hour", "until tomorrow", "for 1 week"), until it
+    happens `more` times again, or until a time / a total trace count of one's own."""
+    preset = forms.ChoiceField(choices=[("", "")] + [(p.key, p.words) for p in SNOOZE_PRESETS], required=False)
+    more = forms.IntegerField(required=False, min_value=1, max_value=100000, label="more times")
     until = forms.DateTimeField(required=False, widget=forms.DateTimeInput(attrs={"type": "datetime-local"}))
     count = forms.IntegerField(required=False, min_value=1, help_text="traces")
 
     def clean(self):
         data = super().clean()
-        if not data.get("until") and not data.get("count"):
-            raise forms.ValidationError("snooze until a time or a trace count")
+        if not any(data.get(k) for k in ("preset", "more", "until", "count")):
+            raise forms.ValidationError("snooze for a while, until it happens again, or until a time")
         return data
+
+    def snooze(self, cluster: ClusterRecord) -> Snooze:
+        data = self.cleaned_data
+        if data.get("preset") or data.get("more"):
+            return resolve(data.get("preset") or "", data.get("more"), cluster.trace_count, timezone.now())
+        return Snooze(until=data.get("until"), count=data.get("count"))
 
 
 class CommentForm(forms.Form):
@@ -81,6 +93,11 @@ class LabelFilterField(forms.Field):
 
 
 class StreamFilterForm(forms.Form):
+    """The stream's filters: `query` (the search bar's language, diagnosis.stream_query) and
+    the older one-filter parameters, all of which must hold."""
+    query = forms.CharField(required=False, max_length=MAX_QUERY_CHARS, strip=False, label="Search",
+                            help_text="e.g. is:unresolved severity:>=error root_cause:nccl.* host:gpu-a "
+                                      "label:env=prod")
     status = forms.MultipleChoiceField(choices=ClusterRecord.Status.choices, required=False)
     severity = forms.MultipleChoiceField(choices=SEVERITY_CHOICES, required=False)
     min_severity = forms.ChoiceField(choices=[("", "any severity"), *SEVERITY_CHOICES], required=False)
@@ -97,3 +114,9 @@ class StreamFilterForm(forms.Form):
     sort = forms.ChoiceField(choices=[(s, s.replace("_", " ")) for s in SORTS], required=False)
     period = forms.IntegerField(required=False, min_value=1, max_value=90,
                                 help_text=f"days of per-day counts (default {DEFAULT_PERIOD_DAYS})")
+
+    def clean_query(self):
+        try:
+            return parse(self.cleaned_data.get("query") or "", timezone.now())
+        except QueryError as e:
+            raise forms.ValidationError(str(e)) from None

@@ -7,6 +7,7 @@ markers, traces per day over the selected range, affected hosts and label values
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 
@@ -15,6 +16,7 @@ from django.db.models.functions import TruncDate
 from django.utils import timezone
 
 from diagnosis.models import ClusterRecord, ClusterSighting
+from diagnosis.stream_query import StreamQuery, Term
 from ingest.models import LABEL_KEY
 from rules.severity import RANK
 
@@ -136,7 +138,71 @@ def filtered(clusters: QuerySet, filters: dict, user=None) -> QuerySet:
         qs = qs.filter(assignee=user)
     elif assignee:
         qs = qs.filter(assignee__username=assignee)
-    return qs.order_by(*SORTS[filters.get("sort") or "last_seen"])
+    query: StreamQuery | None = filters.get("query")
+    for term in query.filters() if query else ():
+        condition = _condition(term, user)
+        qs = qs.exclude(condition) if term.negated else qs.filter(condition)
+    return qs.order_by(*SORTS[(query and query.sort) or filters.get("sort") or "last_seen"])
+
+
+SEVERITY_LOOKUPS = {">=": "gte", ">": "gt", "<=": "lte", "<": "lt"}
+TIME_LOOKUPS = {">=": "gte", ">": "gt", "<=": "lte", "<": "lt"}
+
+
+def _condition(term: Term, user) -> Q:
+    """One search-bar term as a condition on the clusters (any of its values may match)."""
+    if term.key == "is":
+        return Q(status__in=term.values)
+    if term.key == "severity":
+        if term.op in SEVERITY_LOOKUPS:
+            return Q(**{f"severity_rank__{SEVERITY_LOOKUPS[term.op]}": RANK[term.values[0]]})
+        return Q(severity__in=term.values)
+    if term.key in ("first_seen", "last_seen"):
+        return Q(**{f"{term.key}__{TIME_LOOKUPS[term.op]}": term.when})
+    if term.key == "text":
+        text = term.values[0]
+        return (Q(title__icontains=text) | Q(root_cause__icontains=text) | Q(fingerprint__icontains=text)
+                | Q(why_grouped__icontains=text))
+    return _any(_one_condition(term.key, v, user) for v in term.values)
+
+
+def _one_condition(key: str, value: str, user) -> Q:
+    if key == "root_cause":
+        return _glob("root_cause", value)
+    if key == "host":
+        return Q(pk__in=ClusterSighting.objects.filter(_glob("host", value)).values("cluster"))
+    if key == "slo":
+        return Q(pk__in=ClusterRecord.objects.filter(findings__slo=value).values("pk"))
+    if key == "label":
+        label, _, wanted = value.partition("=")
+        label = label.strip()
+        if not LABEL_KEY.match(label) or "__" in label:
+            return Q(pk__in=[])  # a key that could be read as a lookup path never matches
+        return Q(pk__in=ClusterSighting.objects.filter(**{f"trace__labels__{label}": wanted.strip()})
+                 .values("cluster"))
+    # assignee: a username, me, none (is:unassigned) or any (is:assigned)
+    if value == "none":
+        return Q(assignee=None)
+    if value == "any":
+        return Q(assignee__isnull=False)
+    if value == "me":
+        return Q(assignee=user) if user is not None else Q(pk__in=[])
+    return Q(assignee__username=value)
+
+
+def _glob(field: str, pattern: str) -> Q:
+    """`nccl.*`: `*` stands for any characters, the rest is literal (escaped: no regex comes
+    from the query itself; the parser allows a few `*` at most)."""
+    if "*" not in pattern:
+        return Q(**{field: pattern})
+    return Q(**{f"{field}__regex": "^" + ".*".join(re.escape(p) for p in pattern.split("*")) + "$"})
+
+
+def _any(conditions) -> Q:
+    combined = Q(pk__in=[])
+    for c in conditions:
+        combined |= c
+    return combined
 
 
 def rows(clusters: list[ClusterRecord], selected: Range) -> list[StreamRow]:

@@ -3,6 +3,7 @@ stream and cluster triage."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -18,6 +19,8 @@ from diagnosis.latency_chart import chart
 from diagnosis.models import ClusterRecord
 from diagnosis.rediagnose import RediagnoseRefused, rediagnose
 from diagnosis.results import Cluster, Report
+from diagnosis.snooze import SNOOZE_PRESETS
+from diagnosis.stream_query import from_parameters
 from diagnosis.telemetry_chart import chart as telemetry_chart
 from diagnosis.timeline import layout
 from ingest.models import Artifact, Trace
@@ -92,25 +95,57 @@ def get_cluster_for(request, cluster_id: int) -> ClusterRecord:
                              pk=cluster_id)
 
 
+DEFAULT_QUERY = "is:unresolved"
+# the stream's older one-filter parameters: on the page they become the search bar's query
+FILTER_PARAMETERS = tuple(name for name in StreamFilterForm.base_fields if name not in ("query", "period"))
+
+
 @login_required
 @require_GET
 def cluster_list(request):
-    """The issue stream: filters, sort, pagination, markers and per-day counts (diagnosis.stream)."""
-    filters = StreamFilterForm(request.GET)
+    """The issue stream: one search bar (diagnosis.stream_query), sort, pagination, markers and
+    per-day counts (diagnosis.stream). Unresolved issues by default; a link with the older
+    filter parameters opens as the query that says the same."""
+    if any(request.GET.get(name) for name in FILTER_PARAMETERS):
+        legacy = StreamFilterForm(request.GET)
+        if legacy.is_valid():
+            return _as_query(request, legacy.cleaned_data)
+        # else the page below lists what it could not read (400)
+    params = request.GET.copy()
+    params.setdefault("query", DEFAULT_QUERY)
+    filters = StreamFilterForm(params)
     valid = filters.is_valid()
     data = filters.cleaned_data if valid else {}
     clusters = stream.filtered(ClusterRecord.objects.visible_to(request.user).select_related("team", "assignee"),
                                data, user=request.user) if valid else ClusterRecord.objects.none()
     page = Paginator(clusters, STREAM_PAGE_SIZE).get_page(request.GET.get("page"))
     selected = stream.Range.of(data)
-    query = request.GET.copy()
+    query = params.copy()
     query.pop("page", None)
+    text = params.get("query", "")
     return render(request, "diagnosis/cluster_list.html", {
         "rows": [(row, ClusterTriageForm(instance=row.cluster, prefix=f"c{row.cluster.pk}"))
                  for row in stream.rows(list(page.object_list), selected)],
-        "page": page, "filters": filters, "query": query.urlencode(), "selected": selected,
-        "statuses": ClusterRecord.Status.values, "status": data.get("status") or [],
+        "page": page, "filters": filters, "query": query.urlencode(), "selected": selected, "search": text,
+        "tabs": _tabs(text), "snooze_presets": SNOOZE_PRESETS,
         "bulk_statuses": ClusterRecord.Status.values}, status=200 if valid else 400)
+
+
+def _as_query(request, data: dict):
+    """Redirect a link of the older parameters to the stream with the query that says the same."""
+    keep = {k: request.GET[k] for k in ("period",) if request.GET.get(k)}
+    keep["query"] = " ".join(filter(None, [data["query"].text, from_parameters(data)]))
+    return redirect(reverse("diagnosis:cluster-list") + "?" + urlencode(keep))
+
+
+# the tabs above the search bar: each one a query of its own
+TABS = (("Unresolved", "is:unresolved"), ("Unassigned", "is:unresolved is:unassigned"),
+        ("For me", "is:unresolved assignee:me"), ("Regressed", "is:regressed"), ("Snoozed", "is:ignored"),
+        ("Resolved", "is:resolved"), ("All", ""))
+
+
+def _tabs(text: str) -> list[tuple[str, str, bool]]:
+    return [(name, query, " ".join(text.split()) == query) for name, query in TABS]
 
 
 @login_required
@@ -150,7 +185,7 @@ def cluster_detail(request, cluster_id: int):
         "rule_versions": sorted({(f.rule_id, f.rule_version) for f in findings}),
         "activity": activity_log(cluster),
         "form": ClusterTriageForm(instance=cluster, prefix=f"c{cluster.pk}"),
-        "comment_form": CommentForm(), "snooze_form": SnoozeForm()})
+        "comment_form": CommentForm(), "snooze_form": SnoozeForm(), "snooze_presets": SNOOZE_PRESETS})
 
 
 @login_required
@@ -164,7 +199,7 @@ def cluster_triage(request, cluster_id: int):
         cluster.change(request.user, status=form.cleaned_data["status"], assignee=form.cleaned_data["assignee"])
     row = stream.rows([cluster], stream.Range.of({}))[0]
     return render(request, "diagnosis/partials/cluster_row.html",
-                  {"row": row, "form": form}, status=200 if form.is_valid() else 422)
+                  {"row": row, "form": form, "snooze_presets": SNOOZE_PRESETS, "query": ""}, status=200 if form.is_valid() else 422)
 
 
 @login_required
@@ -182,14 +217,22 @@ def cluster_comment(request, cluster_id: int):
 @login_required
 @require_POST
 def cluster_snooze(request, cluster_id: int):
-    """Ignore until a time or a trace count: the cluster opens again when seen after that."""
+    """Ignore until a time or a trace count (a preset in plain words, or one's own): the
+    cluster opens again when seen after that. Back to where the button was (the stream or
+    the cluster page)."""
     cluster = get_cluster_for(request, cluster_id)
     form = SnoozeForm(request.POST)
     if form.is_valid():
-        cluster.change(request.user, status=ClusterRecord.Status.IGNORED, snooze_until=form.cleaned_data["until"],
-                       snooze_count=form.cleaned_data["count"])
+        snooze = form.snooze(cluster)
+        cluster.change(request.user, status=ClusterRecord.Status.IGNORED, snooze_until=snooze.until,
+                       snooze_count=snooze.count)
+        messages.success(request, f"“{cluster.title}” snoozed {snooze.describe()}")
     else:
-        messages.error(request, " ".join(form.non_field_errors()) or "snooze until a time or a trace count")
+        messages.error(request, " ".join(form.non_field_errors()) or
+                       "; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items()))
+    back = request.POST.get("back", "")
+    if back.startswith("?") or back == "stream":
+        return redirect(reverse("diagnosis:cluster-list") + (back if back.startswith("?") else ""))
     return redirect("diagnosis:cluster-detail", cluster.pk)
 
 

@@ -24,6 +24,8 @@ from ingest.models import Trace
 from tracedoc.form_parameters import query_parameters
 
 STREAM_PARAMETERS = query_parameters(StreamFilterForm, many=("label",), descriptions={
+    "query": "the search bar's language, e.g. `is:unresolved severity:>=error root_cause:nccl.* host:gpu-a "
+             "label:env=prod text` (diagnosis.stream_query); it holds together with the other parameters",
     "status": "open, acknowledged, resolved, ignored, regressed; repeatable",
     "label": "key=value, repeatable",
     "q": "free text in title, root cause, fingerprint, why grouped",

@@ -71,9 +71,9 @@ def test_stream_and_cluster_page_on_a_phone(incidents, live_server, browser, sch
     assert colours[0] != colours[1] and contrast(*colours) >= 4.5, colours
     page.screenshot(path=str(SHOTS / f"cluster_stream_phone_{scheme}.png"), full_page=True)
 
-    page.fill("#stream-filters input[name=label]", "env=staging")
-    page.click("#stream-filters button[type=submit]")
-    page.wait_for_url("**label=env%3Dstaging**")
+    page.fill("#stream-query", "label:env=staging")
+    page.click("#stream-search button[type=submit]")
+    page.wait_for_url("**label%3Aenv%3Dstaging**")
     assert page.locator("tr.cluster-row").count() == 1
 
     page.goto(f"{live_server.url}/clusters/{incidents['fp-nccl']}/")

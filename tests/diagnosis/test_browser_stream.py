@@ -1,5 +1,5 @@
 """In a real browser: the issue stream of four incidents and a repeat, narrowed by a label
-filter and a sort, a bulk acknowledge, then the cluster page (recurrence, hosts, activity).
+term in the search bar and a sort, a bulk acknowledge, then the cluster page (recurrence, hosts, activity).
 Screenshots land in test-artifacts/browser/."""
 import pytest
 
@@ -27,10 +27,10 @@ def test_filter_the_stream_act_in_bulk_and_read_a_cluster(incidents, live_server
     page.wait_for_url("**/clusters/")
     assert page.locator("tr.cluster-row").count() == 3  # the info cold start opened none
 
-    page.fill("#stream-filters input[name=label]", "env=prod")
-    page.select_option("#stream-filters select[name=sort]", "count")
-    page.click("#stream-filters button[type=submit]")
-    page.wait_for_url("**label=env%3Dprod**")
+    page.fill("#stream-query", "is:unresolved label:env=prod")
+    page.select_option("#stream-sort", "count")
+    page.click("#stream-search button[type=submit]")
+    page.wait_for_url("**label%3Aenv%3Dprod**")
     rows = page.locator("tr.cluster-row")
     assert rows.count() == 2
     assert "memory.oom" in rows.nth(0).inner_text()  # two traces, and newer than nccl's second
@@ -45,7 +45,7 @@ def test_filter_the_stream_act_in_bulk_and_read_a_cluster(incidents, live_server
     page.select_option("#bulk-form select[name=status]", "acknowledged")
     page.click("#bulk-form button[type=submit]")
     page.wait_for_selector(".messages >> text=2 cluster(s) set to acknowledged")
-    assert "label=env%3Dprod" in page.url  # back on the same filtered stream
+    assert "label%3Aenv%3Dprod" in page.url  # back on the same filtered stream
     statuses = page.locator("tr.cluster-row select[name$='-status']")
     assert [statuses.nth(i).input_value() for i in range(statuses.count())] == ["acknowledged", "acknowledged"]
 

@@ -85,7 +85,7 @@ def test_stream_page_filters_and_bulk_action(client, alice, infra):
     seen(infra, NCCL, at=days_ago(1), labels={"host": "gpu-a", "env": "prod"})
     seen(infra, OOM, at=days_ago(1), labels={"host": "gpu-b", "env": "staging"})
     client.force_login(alice)
-    page = client.get("/clusters/", {"label": "env=prod"}).content.decode()
+    page = client.get("/clusters/", {"label": "env=prod"}, follow=True).content.decode()  # as a query
     assert "nccl.timeout.stream_blocked" in page and "memory.oom" not in page
     assert 'class="marker marker-new"' in page and "gpu-a" in page
     assert client.get("/clusters/", {"sort": "nonsense"}).status_code == 400
