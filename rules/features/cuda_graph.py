@@ -126,6 +126,10 @@ def _other_thread_reason(u: pd.Series, ua: dict, heads: list[tuple[pd.Series, di
     """Why the violation `u` came from a thread other than the capturing one ("" if it did not)."""
     if ua.get("capture_site"):
         return ""  # the violating call itself ran inside the captured code
+    if ua.get("surfaced_by") == "nccl_watchdog":
+        return ("it was raised in ProcessGroupNCCL's watchdog thread, which polls the events of collectives "
+                "enqueued before the capture (cudaEventQuery): in global capture mode that query from another "
+                "thread breaks the capture")
     if "in pin memory thread" in str(ua.get("text") or ""):
         return "DataLoader re-raised it from its pin-memory thread (pinned host allocations during a global-mode capture)"
     peers = [(i, ia) for i, ia in heads if _same_process(u, i)]
@@ -164,6 +168,9 @@ def _log_conflicts(ctx) -> list[dict]:
         if why:
             if "pin memory thread" in why:
                 ua = {**ua, "thread": ua.get("thread") or "pin memory thread"}
+            if ua.get("surfaced_by") == "nccl_watchdog":
+                ua = {**ua, "thread": ua.get("thread") or "ProcessGroupNCCL watchdog",
+                      "raising_statement": ua.get("raising_statement") or "cudaEventQuery"}
             capture = next((ia["capture_site"] for i, ia in invalid if _same_process(u, i) and ia.get("capture_site")), "")
             rows.append(_conflict_row(u, ua.get("thread") or "", _frames_text(ua) or str(u["name"]), capture, why))
     if not rows:

@@ -1,4 +1,6 @@
 """Helpers the acceptance tests share."""
+from pathlib import Path
+
 from rules.severity import RANK
 
 
@@ -33,3 +35,15 @@ def assert_diagnosis(report: dict, entry: dict) -> None:
     explained = " ".join(f["explanation"] for f in report["findings"] if f["root_cause"] == key)
     for text in entry.get("mentions") or []:
         assert text in explained, f"{text!r} not in the {key} explanation: {explained[:300]}"
+
+
+def assert_labelled_file(path: Path, entry: dict) -> None:
+    """One blind-round file diagnosed on its own as its EXPECTED.yaml entry says, and a file that
+    shows a failure never yields "no findings"."""
+    from diagnosis import scenarios  # Django-backed: imported by the tests that need it
+
+    assert path.is_file(), f"{path.name} listed in EXPECTED.yaml but missing"
+    report = scenarios.report(path)
+    assert_diagnosis(report, entry)
+    if entry["root_cause"] != "none":
+        assert report["findings"], "a failure in the file, and no finding at all"

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from ingest.parsers.logs.cuda import Hit, assert_summary, parse_device_assert
 from ingest.parsers.logs.gpu import (classify_gpu_line, dcgm_row_continues, dcgm_row_start, dcgm_row_text,
                                        smi_memory_event, smi_memory_header, smi_section_member)
+from ingest.parsers.logs.nccl import join_wrapped, record_incomplete
 from ingest.parsers.logs.prefix import Prefix
 
 TRACEBACK_HEADER = "Traceback (most recent call last):"
@@ -139,6 +140,10 @@ class Traceback:
                 return False
         elif body.startswith(_MESSAGE_CONTINUATIONS):
             self.message.append(body)
+        elif self.message and body.strip() and line.prefix.ts is None and record_incomplete(self.message[-1]):
+            # the exception's record wrapped by a terminal or a logger before its fixed tail
+            # (PyTorch's OOM figures): one line again, so its fields read as printed
+            self.message[-1] = join_wrapped(self.message[-1], body.strip())
         else:
             return False
         self.lines.append(line)

@@ -147,6 +147,7 @@ CUDA_LINE_WORDS = (
     "_execution_failed", "_mapping_error", "cufft_exec_failed", "curand_status_launch_failure",  # _LIBRARY_EXEC
     "memory access fault", "hsa_status_error_", "cuda exception: ", "cuda_exception_",
     "cudaerror", "cuda_error_", "hiperror", "cuda failure", "cuda error", "error code", "cudaapierror",
+    "cuda runtime error in", "cuda driver error in",
 ) + tuple(msg.lower() for msg, _ in _MESSAGES)
 CUDA_LINE_STARTS = "="                                                  # compute-sanitizer reports
 
@@ -217,10 +218,35 @@ def classify_cuda_line(body: str, faults_only: bool = False) -> Hit | None:
         if m:
             return Hit("error", *_debugger_fault(m.group(1), body), "error")
     hit = find_cuda_error(body) or _cut_fault(body)
+    if not hit and not faults_only and (report := _runtime_report(body)):
+        return report
     if not hit or (faults_only and hit[0] not in FAULTS and hit[0] not in ECC_ERRORS):
         return None
     severity = "critical" if hit[0] in ECC_ERRORS else "error"
     return Hit("error", hit[0], cuda_error_attrs(hit, body), severity, float(hit[1]))
+
+
+# A wrapper's report of a failed runtime/driver call, whatever its reason: TensorRT-LLM's "CUDA runtime
+# error in cudaDeviceGetDefaultMemPool(&memPool, device): operation not supported", a driver "CUDA
+# driver error in cuMemMap(...): ...". The reason may be cut (a table cell, a terminal wrap).
+_RUNTIME_REPORT = re.compile(r"\bCUDA (?:runtime|driver) error in ([^\n]{1,200}?\)): ?([a-z][a-z ]{1,80})")
+
+
+def _runtime_report(body: str) -> Hit | None:
+    """A failed CUDA call whose reason names no fault we know: still a failure of the program (the
+    floor reports it); an out-of-memory reason is the OOM parsers'."""
+    m = _RUNTIME_REPORT.search(body)
+    if not m or m.group(2).startswith("out of mem"):
+        return None
+    reason = m.group(2).strip()
+    known = {hit for _, code, msg in CUDA_ERRORS for hit in [_BY_CODE[code]] if msg.startswith(reason)}
+    name, code = known.pop() if len(known) == 1 else ("CUDARuntimeError", 0)
+    attrs = {"cuda_error": name, "cuda_code": code or None, "call": m.group(1)[:200], "reason": reason,
+             "error_label": f"{name} ({code})" if code else f"CUDA call failed: {reason}",
+             "fault": FAULTS.get(name, ""), "category": "kernel_fault" if name in FAULTS else "",
+             "surface": _surface(body), "detail": m.group(0)[:240],
+             "summary": f"the CUDA call {m.group(1)[:120]} failed: {reason}"}
+    return Hit("error", name, attrs, "error", float(code) if code else math.nan)
 
 
 def _cut_fault(body: str) -> tuple[str, int] | None:

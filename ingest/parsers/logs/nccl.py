@@ -157,7 +157,7 @@ def record_incomplete(text: str) -> bool:
     for start, tail in _COMPLETE:
         if start in text and not tail.search(text):
             return True
-    if _oom_cut(text):
+    if _oom_cut(text) or _torch_oom_cut(text):
         return True
     m = _CUDA_ERROR_TEXT.search(text) if "watchdog thread terminated" in text else None
     if m and not find_cuda_error(text) and _cut_message(text):
@@ -178,7 +178,24 @@ def _oom_cut(text: str) -> bool:
     return bool(m) and _OOM_PHRASE.startswith(m.group(1).strip()) and len(text) < 4096
 
 
-_PHRASES = ("Out of memory while trying to allocate", "Watchdog caught collective operation timeout", "WorkNCCL(", "SeqNum=", "OpType=", "NumelIn=",
+# PyTorch's OOM message wrapped by a terminal or a logger before its figures close: the legacy
+# parenthesis "(GPU 0; ... reserved in total by PyTorch)" / "... cached)", or 2.1+'s "GPU 0 has a
+# total capacity of ... reserved by PyTorch but unallocated"
+_TORCH_OOM_OPEN = re.compile(r"out of memory\. Tried to allocate [^\n]{0,40}?(?:\(GPU \d{1,3};|GPU \d{1,3} has a total)")
+_TORCH_OOM_CLOSED = re.compile(r"(?:reserved in total by PyTorch|cached|free)\)|but unallocated")
+
+
+def _torch_oom_cut(text: str) -> bool:
+    if "Tried to allocate" not in text or len(text) > 4096:
+        return False
+    m = _TORCH_OOM_OPEN.search(text)
+    return bool(m) and not _TORCH_OOM_CLOSED.search(text, m.end())
+
+
+# (the OOM figures' words with the space before them: "28.08 GiB reserved", never "GiBreserved")
+_PHRASES = ("Out of memory while trying to allocate", " total capacity", " already allocated", " free;",
+            " reserved in total by PyTorch", " is allocated by PyTorch", " is reserved by PyTorch but unallocated",
+ "Watchdog caught collective operation timeout", "WorkNCCL(", "SeqNum=", "OpType=", "NumelIn=",
             "NumelOut=", "Timeout(ms)=", "milliseconds before timing out", "detected by watchdog at work",
             "last enqueued", "last completed", "message truncated", "bytes instead of", "CUDA error: ",
             "may be stuck", "seconds exceeded", "threads to join")
@@ -288,6 +305,9 @@ _TRANSPORT = (
     ("", re.compile(r"remote process exited or there was a network error|\bncclRemoteError\b|"
                     r"Net : Connection closed[^\n]{0,80}|Connection closed by remote peer[^\n]{0,80}")),
     ("", re.compile(r"ncclSystemError: System call \(e\.g\. socket[^\n]{0,80}")),
+    # ncclGetErrorString(ncclSystemError) as relayed by a wrapper (PyNCCL, c10d): "NCCL error: unhandled
+    # system error (run with NCCL_DEBUG=INFO for details)", "NCCL error in: ...cpp:1191, unhandled system error"
+    ("", re.compile(r"NCCL error\b[^\n]{0,300}?\bunhandled system error\b[^\n]{0,80}")),
 )
 RETRYING = re.compile(r"\bretrying\b|will retry|\bretry \d{1,4}/\d{1,4}")
 _RETRYING = RETRYING
@@ -304,7 +324,8 @@ _RESET_CONTEXT = re.compile(r"NCCL|nccl|socket|c10d|ProcessGroup|Dist\w{0,12}Err
 
 # What a line must contain for transport_failure to match (the prefilter's words, case-insensitive)
 TRANSPORT_WORDS = ("net/ib", "ibv_", "socket", "net/ofi", "bootstrap", "remote process exited", "ncclremoteerror",
-                   "connection closed", "ncclsystemerror", "connection reset by peer", "call to ")
+                   "connection closed", "ncclsystemerror", "connection reset by peer", "call to ",
+                   "unhandled system error")
 
 
 def transport_failure(body: str) -> dict | None:

@@ -223,7 +223,8 @@ class LogParser:
                               float(oom["tried_to_allocate"]) if oom["tried_to_allocate"] is not None else math.nan,
                               "bytes")
         else:
-            single = classify(text)
+            # cut before its exception line: the last statement shown is what raised
+            single = classify(text) if text.strip() or not tb.source else classify(tb.source[-1])
             if single and single.kind in ("error", "oom"):
                 finding.name = single.name
                 attrs.update({k: v for k, v in single.attrs.items() if k not in attrs})

@@ -47,6 +47,8 @@ _REFUSAL_PATTERNS = (
                                     r"Impossible to fit in any sequence in kvCache")),
     # LMDeploy's PyTorch engine ("No enough gpu/host memory for kv cache"), nano-vllm-style engines,
     # SGLang's newer "Not enough memory to allocate KV cache"; not LMCache's "Failed to allocate"
+    # vLLM's KV-cache checks named in a traceback cut before their message (they raise only that error)
+    ("no_memory", re.compile(r"\b(?:raise_if_cache_size_invalid|check_enough_kv_cache_memory)\b")),
     ("no_kv_memory", re.compile(r"\b(?:No|Not) enough (?:\w{1,6} )?memory (?:for|to allocate) (?:the )?kv[ _-]?cache\b",
                                 re.I)),
 )
@@ -116,6 +118,7 @@ _SGLANG_COUNTS = {"running": re.compile(r"#running-req: (\d+)"), "waiting": re.c
 SERVING_WORDS = tuple(trigger.lower() for _, trigger in _REFUSALS) + (
     "of memory. try to lower your batch size", "no space left for only one request", "maxtokensinpagedkvcache",
     "impossible to fit in any sequence", "enough",                      # refusal patterns, TurboMind, TGI
+    "raise_if_cache_size_invalid", "check_enough_kv_cache_memory",      # vLLM's checks, message cut
     "reduced", "truncated",                                             # _context_reduced
     "preempt", "capacity of block_manager", "failed to find", "decode out of memory", "kv cache pool is full",
     "kv cache usage:", "token usage:",                                  # _stats
