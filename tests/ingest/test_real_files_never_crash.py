@@ -15,6 +15,8 @@ from tests.corpus import CORPUS
 ROOT = Path(__file__).resolve().parents[2]
 CAPTURES = ROOT / "tests" / "fixtures" / "captures"
 SKIP = {"SOURCES.md", "EXPECTED.md", "README.md"}
+# the format a capture folder's files are read as (the others: nvidia-smi's, of their kind)
+FOLDER_FORMAT = {"chrome_trace_array": "kineto"}
 
 
 def _files(root: Path) -> list[Path]:
@@ -50,7 +52,8 @@ def test_capture_fixture_parses(path):
     with tempfile.TemporaryDirectory() as tmp:
         result = parse_one(path.name, path, Path(tmp))
     assert not result.error, result.error  # real captures of supported formats: read, not refused
-    assert result.format.startswith("nvidia_smi"), result.format
+    expected = FOLDER_FORMAT.get(path.relative_to(CAPTURES).parts[0], "nvidia_smi")
+    assert result.format.startswith(expected), result.format
 
 
 def test_public_corpus_is_there():

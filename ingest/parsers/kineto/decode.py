@@ -9,6 +9,11 @@ says "trailing characters", the `traceEvents` array itself ended there. Typed `a
 decoded only for the events whose args feed columns; the rest stay raw (views into the
 window). A window that does not fit the types (a broken event) is decoded event by event,
 and only the broken events are skipped.
+
+A document whose top level is the event array itself (the trace-event format's "JSON Array
+Format": early `torch.autograd.profiler` exports, chrome://tracing captures) is read the same
+way, with no keys around it; that format lets the array end without its `]`, after a
+trailing comma (a writer stopped mid-run), so its end is closed before the last window is cut.
 """
 from __future__ import annotations
 
@@ -75,6 +80,7 @@ _OPEN_TOP = b'{"traceEvents":['                # opens a text that starts at the
 CUT_TRIES = 4                                  # candidate cuts tried per window before reading more
 CUT_SPAN = 1 << 20                             # candidate cuts are looked for in the window's last MiB first
 _SPACE = re.compile(rb"[ \t\n\r\x0b\x0c]*")    # what bytes.lstrip() strips
+_SPACE_BYTES = b" \t\n\r\x0b\x0c"
 _SCAN_BRACES = 256                             # `}` looked at backwards before the regex takes over
 
 
@@ -218,6 +224,8 @@ class TraceReader:
         self.trailer: dict[str, msgspec.Raw] = {}
         self.broken: list[tuple[int, str]] = []
         self.count = 0
+        self.bare = False          # the top level is the event array itself (no trace object)
+        self.array_closed = True   # ... and it ended with its own `]`
 
     def _error(self, where: str, what: str) -> ParseError:
         return ParseError(str(self.path), where, what)
@@ -251,10 +259,12 @@ class TraceReader:
             win = bytearray(b"[")
             win += rest
             del rest
-            eof, need_more = False, len(win) == 1
+            eof, need_more, closed = False, len(win) == 1, False
             while True:
                 if need_more and not eof:
                     win, eof = content.read_into(win, WINDOW_BYTES)
+                if eof and self.bare and not closed:
+                    win, closed = self._close_array(win, content), True
                 found = self._cut(win, pos, eof, content)
                 need_more = True
                 if found is None:
@@ -288,6 +298,10 @@ class TraceReader:
         while True:
             block = content.read(WINDOW_BYTES)
             data += block
+            at = _SPACE.match(data).end()
+            if data[at:at + 1] == b"[":  # the event array is the document
+                self.bare = True
+                return data[at + 1:], at + 1
             for m in _EVENTS_KEY.finditer(data, max(0, searched - 64)):
                 try:
                     top = _TOP.decode(data[:m.end()] + _CLOSE_TOP)
@@ -302,6 +316,25 @@ class TraceReader:
             if searched > MAX_TOP_BYTES:
                 raise self._error(f"byte {searched:,}", "a 'traceEvents' array within the first "
                                   f"{MAX_TOP_BYTES >> 20} MiB (Kineto trace)")
+
+    def _close_array(self, win, content: _Content) -> memoryview:
+        """A bare array's last window (`[` + the rest of the content) ending with exactly one
+        `]` after its last event: the format lets the `]` go missing and a comma trail. One
+        copy of the last window, at most, like the reader's own (`chunks`)."""
+        end = len(win)
+        while end > 1 and win[end - 1] in _SPACE_BYTES:
+            end -= 1
+        self.array_closed = end > 1 and win[end - 1] == 0x5D
+        if self.array_closed:
+            end -= 1
+            while end > 1 and win[end - 1] in _SPACE_BYTES:
+                end -= 1
+        if end > 1 and win[end - 1] == 0x2C:  # a trailing `,`
+            end -= 1
+        out = content.buffers.take(end + 1)
+        out[:end] = win[:end]
+        out[end] = 0x5D
+        return out
 
     def _whole_document_error(self, data: bytes) -> ParseError:
         """Why a document without a `"traceEvents": [` at its top level is unusable."""
@@ -343,6 +376,8 @@ class TraceReader:
             except msgspec.DecodeError:
                 pass
             else:
+                if whole and self.bare:
+                    return chunk, None  # the array ended with the content
                 if whole:
                     raise self._error(f"byte {content.done:,} (end of data)",
                                       "complete JSON (the trace object is not closed)")
@@ -352,6 +387,9 @@ class TraceReader:
                 raws = _RAW_LIST.decode(blob)
             except msgspec.DecodeError as e:
                 at = _error_byte(e)
+                if "trailing characters" in str(e) and self.bare:
+                    raise self._error(f"byte {pos + at - 2:,}", "nothing after the ']' that ends the "
+                                      "array of trace events") from None
                 if "trailing characters" in str(e):  # the array ended; `at` is one past that character
                     end = at - 1
                     head = bytes(view[:end])
@@ -365,6 +403,8 @@ class TraceReader:
                                            "complete JSON (the traceEvents array is not closed)") from None
                 win[cut + 1] = saved
                 continue  # the cut sat inside a string or nested value
+            if whole and self.bare:
+                return self._decode(blob, raws), None
             if whole:
                 raise self._error(f"byte {content.done:,} (end of data)",
                                   "complete JSON (the trace object is not closed)")

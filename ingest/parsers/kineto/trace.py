@@ -25,6 +25,7 @@ import msgspec
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import re2  # linear time: sniff runs on every uploaded file
 
 from ingest.clock import Clock
 from ingest.events import INT64_MAX, INT64_MIN, EventSink, ParseReport, dumps_attrs
@@ -63,8 +64,20 @@ MAX_META_VALUE = 16_384  # bytes of one top-level value kept in report.meta
 READ_AHEAD, READ_BURST = 1, 3
 
 
+# The trace-event format's JSON Array Format: the document is the event array itself (early
+# torch.autograd.profiler export_chrome_trace, chrome://tracing captures). Its first event
+# carries a one-letter phase; an array of other objects does not.
+_ARRAY_OF_EVENTS = re2.compile(rb'^\s*\[\s*\{')
+_PHASE_KEY = re2.compile(rb'"ph"\s*:\s*"[A-Za-z]"')
+_EVENT_KEYS = (b'"ts"', b'"pid"', b'"name"')
+
+
 def sniff(head: bytes, name: str) -> bool:
     start = head.lstrip()[:1]
+    if start == b"[":
+        first = head[:4096]
+        return bool(_ARRAY_OF_EVENTS.match(first) and _PHASE_KEY.search(first)) \
+            and sum(k in first for k in _EVENT_KEYS) >= 2
     return start == b"{" and b'"traceEvents"' in head and any(k in head for k in _KINETO_KEYS)
 
 
@@ -130,7 +143,7 @@ def parse(path: Path, sink: EventSink, report: ParseReport, order: dict | None =
     reader = TraceReader(Path(path))
     chunks = reader.chunks(READ_AHEAD, READ_BURST)
     chunk = next(chunks, None)  # reads the header
-    ahead = peek_trailer(reader.path) if _trailer_may_matter(reader, chunk) else {}
+    ahead = peek_trailer(reader.path) if not reader.bare and _trailer_may_matter(reader, chunk) else {}
     ctx = _Context(report, _read_meta(reader.header | ahead, report))
     while chunk is not None:
         _emit_chunk(chunk, ctx, sink)
@@ -163,6 +176,9 @@ def parse(path: Path, sink: EventSink, report: ParseReport, order: dict | None =
     report.meta["flow_events"] = sum(ctx.flows.values())
     report.meta["metadata_events"] = ctx.metadata_events
     report.meta["trace_events"] = reader.count
+    if reader.bare:  # no trace object: no clock base, devices or rank to read
+        report.meta["layout"] = "event array (trace-event JSON Array Format)"
+        report.meta["array_closed"] = reader.array_closed
 
 
 def _trailer_may_matter(reader: TraceReader, first: Chunk | None) -> bool:
