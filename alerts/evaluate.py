@@ -20,7 +20,9 @@ from rules.models import TeamRule
 def fire(trace: Trace, transitions: list[ClusterTransition]) -> list[Delivery]:
     """The deliveries of the alerts that `transitions` (what storing `trace`'s report did)
     fired for the first time."""
-    rules = list(AlertRule.objects.filter(team=trace.team, enabled=True).prefetch_related("destinations"))
+    rules = list(AlertRule.objects.filter(team=trace.team, enabled=True)
+                 .exclude(trigger=AlertRule.Trigger.AGENT_STALE)  # about hosts: alerts.agent_health
+                 .prefetch_related("destinations"))
     clusters = ClusterRecord.objects.select_related("team").in_bulk([t.cluster_id for t in transitions])
     deliveries: list[Delivery] = []
     experimental = _experimental_only(trace, clusters.values()) if rules else set()

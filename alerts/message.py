@@ -13,6 +13,9 @@ from ingest.models import Trace
 from rules.severity import RANK
 
 
+AGENT_TRIGGERS = {"agent_stale": "Stale agent:", "agent_recovered": "Recovered:"}  # alerts.agent_health
+
+
 @dataclass(frozen=True)
 class AlertMessage:
     trigger: str          # new, regressed, count
@@ -35,6 +38,8 @@ class AlertMessage:
 
     @property
     def summary(self) -> str:
+        if self.trigger in AGENT_TRIGGERS:  # about a host, not a cluster: no trace count
+            return f"[{self.severity}] {AGENT_TRIGGERS[self.trigger]} {self.title}"
         what = {"new": "New", "regressed": "Regressed", "test": "Test:"}.get(self.trigger, f"{self.window_count} traces:")
         where = f" on {', '.join(self.hosts)}" if self.hosts else ""
         return f"[{self.severity}] {what} {self.title}{where} ({self.trace_count} trace{'s' if self.trace_count != 1 else ''})"

@@ -91,6 +91,9 @@ class AlertRule(models.Model):
         NEW = "new"
         REGRESSED = "regressed"
         COUNT = "count"  # seen in `threshold` traces or more within `window_minutes`
+        # an agent's heartbeats stop (one alert per host going stale, a notice when it is back;
+        # alerts.agent_health): severity and label filters do not apply
+        AGENT_STALE = "agent_stale", "agent stale"
 
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="alert_rules")
     name = models.CharField(max_length=100)
@@ -128,17 +131,39 @@ class AlertRule(models.Model):
 
 
 class Alert(models.Model):
+    """One firing: of a cluster's transition, or (no cluster) of an agent going stale or coming
+    back (`key`: "stale-<outage>", "recovered-<outage>")."""
     rule = models.ForeignKey(AlertRule, on_delete=models.CASCADE, related_name="alerts")
-    cluster = models.ForeignKey(ClusterRecord, on_delete=models.CASCADE, related_name="alerts")
+    cluster = models.ForeignKey(ClusterRecord, null=True, blank=True, on_delete=models.CASCADE, related_name="alerts")
     trace = models.ForeignKey(Trace, null=True, on_delete=models.SET_NULL, related_name="+")
     key = models.CharField(max_length=80)  # the transition: "new", "regressed-2", "count-29123"
-    trigger = models.CharField(max_length=12)
+    trigger = models.CharField(max_length=20)
     payload = models.JSONField(default=dict)  # the AlertMessage every destination renders
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
         ordering = ["-created_at", "-id"]
-        constraints = [models.UniqueConstraint(fields=["rule", "cluster", "key"], name="alert_once_per_transition")]
+        constraints = [models.UniqueConstraint(fields=["rule", "cluster", "key"], name="alert_once_per_transition"),
+                       models.UniqueConstraint(fields=["rule", "key"], condition=models.Q(cluster__isnull=True),
+                                               name="alert_once_per_agent_event")]
+
+
+class AgentOutage(models.Model):
+    """A time an agent host stopped sending heartbeats: open from when the check found it stale
+    until a heartbeat came again. One open outage per host at most."""
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="+")
+    host = models.ForeignKey("hosts.Host", on_delete=models.CASCADE, related_name="outages")
+    last_heartbeat = models.DateTimeField()           # the last one before it went quiet
+    stale_since = models.DateTimeField(default=timezone.now)  # when the check found it stale
+    recovered_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-stale_since", "-id"]
+        constraints = [models.UniqueConstraint(fields=["host"], condition=models.Q(recovered_at__isnull=True),
+                                               name="one_open_outage_per_host")]
+
+    def __str__(self) -> str:
+        return f"{self.host} quiet since {self.last_heartbeat:%Y-%m-%d %H:%M}"
 
 
 class Delivery(models.Model):

@@ -1,7 +1,7 @@
 """Alert tasks: `alerts.evaluate` (which rules a stored report fires), `alerts.deliver`
 (one notification to one destination, retried with exponential backoff; every attempt in the
-deliveries' logs) and the beat job `alerts.resend_unqueued` (deliveries whose task the broker
-did not take).
+deliveries' logs) and the beat jobs `alerts.resend_unqueued` (deliveries whose task the broker
+did not take) and `alerts.check_agents` (agents gone stale or back: alerts.agent_health).
 
 Grouping, as Grafana's notification policies: the first delivery to a quiet destination leads
 a group and is sent after the destination's group wait (or, when it was notified lately, once
@@ -18,6 +18,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from alerts import agent_health
 from alerts.destinations import SENDERS, DeliveryError
 from alerts.evaluate import fire
 from alerts.message import AlertDigest, AlertMessage
@@ -94,6 +95,12 @@ def resend_unqueued(unsent_after_s: float | None = None) -> list[int]:
                                        alert__created_at__lte=timezone.now() - timedelta(seconds=age))
                .order_by("pk").values_list("pk", flat=True)[:1000])
     return enqueue(ids)
+
+
+@shared_task(name="alerts.check_agents")
+def check_agents() -> list[int]:
+    """Beat job: an alert per agent host gone stale, a notice per one back (alerts.agent_health)."""
+    return enqueue([d.pk for d in agent_health.check()])
 
 
 def backoff_s(retries: int) -> float:

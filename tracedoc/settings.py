@@ -362,6 +362,8 @@ CELERY_BEAT_SCHEDULE = {
     "reconcile-traces": {"task": "tracedoc.reconcile_traces", "schedule": 120.0},
     "flush-otlp-windows": {"task": "tracedoc.flush_otlp_windows", "schedule": 60.0},
     "resend-alerts": {"task": "alerts.resend_unqueued", "schedule": 60.0},
+    # agents gone stale or back (alerts.agent_health); a host is stale after a minute at least
+    "check-agents": {"task": "alerts.check_agents", "schedule": float(envint("TRACEDOC_AGENT_CHECK_S", 30))},
 }
 
 # --- OTLP/HTTP receiver (otlp_receiver app) ------------------------------------------------

@@ -12,15 +12,19 @@ PATH = "/api/v2/alerts"
 def payload(message: AlertMessage | AlertDigest) -> list[dict]:
     if isinstance(message, AlertDigest):  # Alertmanager takes a list: one alert per cluster
         return [a for m in message.messages for a in payload(m)]
-    labels = {"alertname": "TracedocCluster", "team": message.team, "severity": message.severity,
-              "root_cause": message.root_cause, "fingerprint": message.fingerprint, "trigger": message.trigger}
+    recovered = message.trigger == "agent_recovered"  # the same alert as its going stale, now ended
+    labels = {"alertname": "TracedocAgentStale" if message.trigger.startswith("agent_") else "TracedocCluster",
+              "team": message.team, "fingerprint": message.fingerprint,
+              "severity": "warning" if recovered else message.severity, "root_cause": message.root_cause,
+              "trigger": "agent_stale" if recovered else message.trigger}
     if message.hosts:
         labels["host"] = ",".join(message.hosts)
     return [{"labels": labels,
              "annotations": {"summary": message.summary, "title": message.title,
                              "trace_count": str(message.trace_count), "cluster_url": message.cluster_url,
                              "trace_url": message.trace_url},
-             "startsAt": message.last_seen, "generatorURL": message.cluster_url}]
+             "startsAt": message.first_seen if recovered else message.last_seen, "generatorURL": message.cluster_url,
+             **({"endsAt": message.last_seen} if recovered else {})}]
 
 
 def send(destination, message: AlertMessage) -> int:

@@ -9,7 +9,9 @@ EVENTS_URL = "https://events.pagerduty.com/v2/enqueue"
 
 
 def payload(routing_key: str, message: AlertMessage) -> dict:
-    return {"routing_key": routing_key, "event_action": "trigger",
+    # an agent back resolves the incident its going stale opened (same dedup key)
+    action = "resolve" if message.trigger == "agent_recovered" else "trigger"
+    return {"routing_key": routing_key, "event_action": action,
             "dedup_key": f"tracedoc-{message.team}-{message.fingerprint}"[:255],
             "payload": {"summary": message.summary[:1024], "source": ", ".join(message.hosts) or "tracedoc",
                         "severity": message.severity,  # PagerDuty's four are tracedoc's four

@@ -27,5 +27,8 @@ def verify(secret: str, header: str, body: bytes) -> bool:
 
 
 def send(destination, message: AlertMessage) -> int:
-    body = body_of({"event": f"cluster.{message.trigger}", **message.to_dict()})
+    # agent.stale / agent.recovered are about a host; the rest about a cluster
+    event = message.trigger.replace("agent_", "agent.") if message.trigger.startswith("agent_") \
+        else f"cluster.{message.trigger}"
+    body = body_of({"event": event, **message.to_dict()})
     return post(destination.url, body, {SIGNATURE_HEADER: sign(destination.secret, int(time.time()), body)})

@@ -7,9 +7,8 @@ import time
 
 import pytest
 
-from tests.alerts.conftest import SECRET
+from tests.alerts.conftest import SECRET, alert_stack
 from tests.alerts.receiver import Receiver
-from tests.support.stack import Stack, postgres_database, reachable, stack_env
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet"]
@@ -23,16 +22,8 @@ def failing_log(word: str) -> bytes:
 
 @pytest.fixture
 def stack(tmp_path):
-    if not (reachable(5432) and reachable(6379)):
-        pytest.skip("PostgreSQL (5432) and Redis (6379) are not running: scripts/ensure-services.sh starts them")
-    with postgres_database() as database_url:
-        s = Stack(tmp_path, stack_env(tmp_path, database_url, "redis://127.0.0.1:6379/0"))
-        s.env.update(TRACEDOC_BASE_URL=s.url, TRACEDOC_ALERT_ALLOWED_NETWORKS="127.0.0.1/32")
-        s.start()
-        try:
-            yield s
-        finally:
-            s.stop()
+    with alert_stack(tmp_path) as s:
+        yield s
 
 
 def test_ten_new_clusters_within_a_minute_are_one_notification(stack):
