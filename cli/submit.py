@@ -36,7 +36,9 @@ class SubmitError(Exception):
 
 
 def cmd_submit(args) -> int:
-    timeout = args.timeout if args.timeout is not None else (args.wait or args.default_timeout)
+    # --wait is how long the server holds the upload's answer, never the overall timeout: past
+    # it the client polls until --timeout (issue 32: `--wait 1` used to give up after 1 s)
+    timeout = args.timeout if args.timeout is not None else args.default_timeout
     wait = min(timeout if args.wait is None else args.wait, timeout, SERVER_MAX_WAIT_S)
     try:
         if not args.server:

@@ -25,6 +25,7 @@ def add_submit_parser(sub) -> None:
                    help=f"seconds to wait for the diagnosis before exiting 2 (default {DEFAULT_TIMEOUT_S:.0f})")
     s.add_argument("--wait", type=float, default=None,
                    help="seconds the server holds the upload's answer (at most 300; default: --timeout); "
+                        "past it the report is polled for until --timeout. "
                         "0 uploads, prints the trace's URL and exits 0 without waiting")
     s.add_argument("--format", choices=FORMATS, default="text")
     s.add_argument("--also", action="append", default=[], metavar="FORMAT=PATH",

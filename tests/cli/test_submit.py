@@ -118,11 +118,31 @@ def test_a_failed_diagnosis_exits_2_with_the_servers_reason(tmp_path, stub_serve
     assert "no artifact could be parsed" in capsys.readouterr().err
 
 
-def test_a_diagnosis_slower_than_wait_exits_2(tmp_path, stub_server, report, capsys):
+def test_a_diagnosis_slower_than_the_timeout_exits_2(tmp_path, stub_server, report, capsys):
     server = stub_server(api(report, later_state="parsing"))
     (tmp_path / "a.log").write_text("x\n")
-    assert submit(tmp_path / "a.log", "--server", server.url, "--token", "k", "--wait", "0.5") == 2
-    assert "still parsing" in capsys.readouterr().err
+    assert submit(tmp_path / "a.log", "--server", server.url, "--token", "k", "--timeout", "0.5") == 2
+    assert "still parsing after 0 s" in capsys.readouterr().err
+
+
+def test_a_short_wait_is_not_the_timeout(tmp_path, stub_server, report, capsys):
+    """`--wait 1`: the server holds the answer 1 s, then the client polls until the diagnosis is
+    done (within the 300 s default timeout), rather than giving up after 1 s (issue 32)."""
+    answers = iter(["parsing", "diagnosing"])
+    done = api(report)
+
+    def respond(rec):
+        if rec.path == "/api/v1/traces/7/":
+            return 200, {**TRACE, "state": next(answers, "done")}
+        return done(rec)
+    server = stub_server(respond)
+    (tmp_path / "a.log").write_text("x\n")
+    rc = submit(tmp_path / "a.log", "--server", server.url, "--token", "k", "--wait", "1")
+    out = capsys.readouterr()
+    assert rc == (1 if any(at_least(f["severity"], "error") for f in report["findings"]) else 0), out.err
+    assert "still" not in out.err
+    assert [r.query.get("wait") for r in server.received if r.method == "POST"] == [["1"]]
+    assert [r.path for r in server.received].count("/api/v1/traces/7/") == 3  # polled past the wait
 
 
 def test_unreachable_server_missing_file_and_no_token_exit_2(tmp_path, closed_port_url, capsys, monkeypatch):
