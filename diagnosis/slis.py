@@ -51,12 +51,16 @@ def time_to_first_token(ctx):
 
 
 def step_time(ctx):
+    """Profiler steps after the first (it carries warm-up); None unless at least one is left:
+    a trace of one step has no steady-state step time to hold to an objective."""
     ev = ctx.events
     ann = ev[(ev["kind"] == "annotation").to_numpy()
              & category_mask(ev["name"], lambda names: names.str.startswith("ProfilerStep#"))]
+    # a step annotated on the CPU and projected onto the GPU lane is one step: keep the wider
+    ann = ann[(ann["dur"] > 0).to_numpy()].sort_values("dur", ascending=False).drop_duplicates("name")
+    ann = ann.sort_values("ts").iloc[1:]
     if ann.empty:
         return None
-    ann = ann.sort_values("ts").iloc[1:]  # the first profiler step carries warm-up
     return _obs(ann["ts"], ann["dur"] / 1e6)
 
 

@@ -32,6 +32,17 @@ LAUNCH_CALLS = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cu
                 "hipLaunchKernel", "hipExtLaunchKernel", "hipModuleLaunchKernel", "hipExtModuleLaunchKernel")
 GRAPH_LAUNCHES = ("cudaGraphLaunch", "hipGraphLaunch")
 HOST_CALL_KINDS = ("runtime", "driver")  # cuLaunchKernel(Ex) is a driver call
+# Start-up work that leaves the GPU idle once and is gone in the steady state: CUDA-graph
+# capture and instantiation (PyTorch, vLLM, SGLang, inductor's cudagraph trees), torch.compile,
+# and one-time setup (streams, events, the caching allocator growing, cuDNN autotuning: those
+# calls are what the host does while the benchmark runs). By name, in any host row.
+WARMUP_OPS = ("BeginCapture", "EndCapture", "GraphInstantiate", "CUDAGraphNode.record", "capture_model",
+              "_capture_cudagraph", "capture_", "Capture cuda graph", "cudagraphify", "compile_fx",
+              "_compile", "call_user_compiler", "StreamCreate", "EventCreate", "cudaFree", "hipFree",
+              "cudaMalloc", "hipMalloc", "cuModuleLoad", "hipModuleLoad", "cudnnFind", "FindConvolution",
+              "miopenFind")
+LAZY_LOAD_NS = 1_000_000  # a launch call this long is loading its kernel's module (lazy loading)
+WARMUP_SHARE = 0.3        # the share of gap time that names what the host was doing
 
 
 def steady_window(ctx) -> tuple[int, int, int] | None:
@@ -231,8 +242,9 @@ def host_syncs(ctx) -> pd.DataFrame:
 @feature("gpu_idle_gaps", doc="Long GPU idle gaps (>= 1 ms, no kernel on any stream) in the steady state, with "
          "what the host was doing meanwhile (one summary row at the longest gap): value = share of the window "
          "the GPU spent in long gaps (0..1); attrs: long_gaps, kernels, idle_ms, window_ms, busy_pct, longest_gap_ms, "
-         "host (input, sync or other: where the host spent most of the gap time), input_pct, sync_pct, "
-         "top_host_ops (name -> ms inside the gaps), steps.")
+         "host (input, warmup, sync or other: where the host spent most of the gap time), input_pct, sync_pct, "
+         "warmup_pct (graph capture, compilation, one-time setup), input_window_pct (the input pipeline's gap time "
+         "as a share of the window), top_host_ops (name -> ms inside the gaps), steps.")
 def gpu_idle_gaps(ctx) -> pd.DataFrame:
     ev = ctx.events
     window = _kernel_window(ctx)
@@ -245,8 +257,9 @@ def gpu_idle_gaps(ctx) -> pd.DataFrame:
     idle = int((bounds[:, 1] - bounds[:, 0]).sum())
     host = _host_time_in(ctx, bounds)
     input_ns = _input_time_in(ctx, bounds)
+    warmup_ns = _warmup_time_in(ctx, bounds)
     sync_ns = sum(v for n, v in host.items() if n in STREAM_SYNCS + DEVICE_SYNCS + SCALAR_READS)
-    verdict = "input" if input_ns >= 0.3 * idle else "sync" if sync_ns >= 0.3 * idle else "other"
+    verdict = _gap_verdict(idle, input_ns, warmup_ns, sync_ns)
     top_name = max(host, key=host.get) if host else ""
     longest = int(np.argmax(bounds[:, 1] - bounds[:, 0]))
     top = dict(sorted(host.items(), key=lambda kv: -kv[1])[:5])
@@ -258,8 +271,11 @@ def gpu_idle_gaps(ctx) -> pd.DataFrame:
         "idle_pct": round(100 * idle / (hi - lo), 1), "busy_pct": round(100 * busy / (hi - lo), 1),
         "longest_gap_ms": round(float(row["dur"].iloc[0]) / 1e6, 2), "host": verdict,
         "input_pct": round(100 * input_ns / idle, 1), "sync_pct": round(100 * sync_ns / idle, 1),
+        "warmup_pct": round(100 * warmup_ns / idle, 1),
+        "input_window_pct": round(100 * input_ns / (hi - lo), 1),
         "top_host_ops": {n: round(v / 1e6, 2) for n, v in top.items()}, "steps": steps,
-        "verdict": _IDLE_VERDICTS[verdict].format(pct=round(100 * max(input_ns, sync_ns) / idle), op=top_name),
+        "verdict": _IDLE_VERDICTS[verdict].format(pct=round(100 * max(input_ns, sync_ns, warmup_ns) / idle),
+                                                  op=top_name),
         "text": f"{len(bounds)} gaps of 1 ms or more with no kernel running, {idle / 1e6:.1f} ms of "
                 f"{(hi - lo) / 1e6:.1f} ms; longest {row['dur'].iloc[0] / 1e6:.1f} ms here",
     })
@@ -271,7 +287,20 @@ _IDLE_VERDICTS = {
     "sync": "the host was waiting in synchronising calls for {pct}% of that time: it stalls on the GPU, then "
             "has nothing queued",
     "other": "the host was busy elsewhere (most time in `{op}`): host-side work between kernels starves the GPU",
+    "warmup": "the host was capturing CUDA graphs, compiling or setting up (streams, allocator, autotuning, module "
+              "loading) for {pct}% of that time: start-up, not the steady state",
 }
+
+
+def _gap_verdict(idle: int, input_ns: int, warmup_ns: int, sync_ns: int) -> str:
+    """What the host did in the long gaps. The input pipeline first: a loader that starves the
+    GPU is the finding even in a trace that also holds start-up; start-up next, since a capture
+    or a first launch blocks too but is gone in the steady state."""
+    if input_ns >= WARMUP_SHARE * idle:
+        return "input"
+    if warmup_ns >= WARMUP_SHARE * idle:
+        return "warmup"
+    return "sync" if sync_ns >= WARMUP_SHARE * idle else "other"
 MAX_GAPS_EXAMINED = 200  # the longest gaps carry the idle time; bounds the interval join
 GAP_JOIN_BLOCK = 1 << 18  # host ops joined with the gaps per pass
 
@@ -304,6 +333,20 @@ def _input_time_in(ctx, bounds: np.ndarray) -> int:
     rows = index.rows("cpu_op", "annotation")
     rows = rows[index.name_in(rows, matching) & (index.column("stream", rows) < 0)] if matching else rows[:0]
     _, starts, ends = _gap_pieces(index, rows, _examined_gaps(bounds))
+    return _busy_and_gaps(starts, ends)[0]
+
+
+def _warmup_time_in(ctx, bounds: np.ndarray) -> int:
+    """How long (ns) the host was in start-up work (WARMUP_OPS by name, or a launch call long
+    enough to be loading its module) during the examined gaps; each moment once."""
+    index = ctx.index
+    names = ctx.events["name"].cat.categories
+    matching = [n for n in names if any(t in n for t in WARMUP_OPS)]
+    rows = index.rows("cpu_op", "annotation", *HOST_CALL_KINDS)
+    rows = rows[index.column("stream", rows) < 0]
+    named = index.name_in(rows, matching) if matching else np.zeros(len(rows), dtype=bool)
+    lazy = index.name_in(rows, LAUNCH_CALLS) & (index.column("dur", rows) >= LAZY_LOAD_NS)
+    _, starts, ends = _gap_pieces(index, rows[named | lazy], _examined_gaps(bounds))
     return _busy_and_gaps(starts, ends)[0]
 
 
