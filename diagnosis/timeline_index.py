@@ -79,6 +79,7 @@ class TimelineIndex:
     value: np.ndarray          # float64 (curves)
     value_or_zero: np.ndarray  # `value` with NaN as 0, for sums over slices of a curve
     row: np.ndarray            # int64
+    corr: np.ndarray           # int64: the profiler's correlation id (a launch and its kernel share it), -1 none
     names: np.ndarray          # object: the name of each code
     kinds: tuple[str, ...]
     artifact: np.ndarray       # int32 code of each row's artifact (by frame row)
@@ -203,7 +204,8 @@ def build_index(events: pd.DataFrame, report: Report | None = None) -> TimelineI
     ts_all = events["ts"].to_numpy(np.int64)
     timed = np.flatnonzero(ts_all > 0)
     # only the columns lanes need: taking rows of the free-text columns would cost seconds
-    frame = events[["kind", "name", "host", "artifact", "device", "stream", "pid", "tid", "value", "unit"]].iloc[timed]
+    frame = events[["kind", "name", "host", "artifact", "device", "stream", "pid", "tid", "value", "unit",
+                    "corr"]].iloc[timed]
     keys, host_names, art_names, name_names_all = _lane_keys(frame)
     ts = ts_all[timed]
     dur = np.maximum(events["dur"].to_numpy(np.int64)[timed], 0)
@@ -223,6 +225,7 @@ def build_index(events: pd.DataFrame, report: Report | None = None) -> TimelineI
     kinds = tuple(str(k) for k in kind_names) + ("step",)
     value = frame["value"].to_numpy(np.float64) if len(frame) else np.zeros(0)
     row = timed.astype(np.int64)
+    corr = frame["corr"].to_numpy(np.int64) if len(frame) else np.zeros(0, np.int64)
     if steps is not None:   # the step lane's rows: no frame row (-1), the latency as value
         s_ts, s_dur, s_ms, s_names = steps
         lane = np.concatenate([lane, np.full(len(s_ts), band_lanes, np.int64)])
@@ -231,6 +234,7 @@ def build_index(events: pd.DataFrame, report: Report | None = None) -> TimelineI
         names = np.concatenate([names, s_names])
         kind_codes = np.concatenate([kind_codes, np.full(len(s_ts), len(kinds) - 1, np.int32)])
         row = np.concatenate([row, np.full(len(s_ts), -1, np.int64)])
+        corr = np.concatenate([corr, np.full(len(s_ts), -1, np.int64)])
     order = np.lexsort((ts, lane))
     lane, ts, dur = lane[order], ts[order], dur[order]
     end = ts + dur
@@ -247,7 +251,8 @@ def build_index(events: pd.DataFrame, report: Report | None = None) -> TimelineI
     return TimelineIndex(
         lanes=lanes, offsets=offsets, ts=ts, end=end, run_end=run_end,
         name=name_codes[order].astype(np.int32), kind=kind_codes[order].astype(np.int8),
-        value=value[order], value_or_zero=np.nan_to_num(value[order], nan=0.0), row=row[order], names=np.asarray(names, dtype=object), kinds=kinds,
+        value=value[order], value_or_zero=np.nan_to_num(value[order], nan=0.0), row=row[order], corr=corr[order],
+        names=np.asarray(names, dtype=object), kinds=kinds,
         artifact=np.where(art_codes < 0, len(art_names), art_codes), artifact_names=np.r_[art_names, np.array([""], object)],
         locs=_arrow_strings(events["loc"]), bands=bands,
         start_ns=min(starts, default=0), end_ns=max(ends, default=0))

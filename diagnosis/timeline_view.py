@@ -113,14 +113,16 @@ def _singles(index: TimelineIndex, lane: int, rows: np.ndarray) -> list[dict]:
     has_value = (~np.isnan(values)).tolist()
     columns = zip(index.ts[rows].tolist(), (index.end[rows] - index.ts[rows]).tolist(),
                   index.names[index.name[rows]].tolist(), index.kind[rows].tolist(), frame_rows.tolist(),
-                  known.tolist(), artifacts, locs, values.tolist(), has_value)
+                  known.tolist(), artifacts, locs, values.tolist(), has_value, index.corr[rows].tolist())
     out = []
-    for t, d, name, kind, row, is_known, artifact, loc, value, valued in columns:
+    for t, d, name, kind, row, is_known, artifact, loc, value, valued, corr in columns:
         item = {"lane": lane, "ts": t, "dur": d, "name": str(name), "kind": index.kinds[kind], "count": 1, "row": row}
         if is_known:
             item["artifact"], item["loc"] = str(artifact), loc
         if valued:
             item["value"] = value
+        if corr >= 0:   # a launch and the GPU work it enqueued share it (the page draws an arrow)
+            item["corr"] = corr
         out.append(item)
     return out
 

@@ -75,6 +75,10 @@ SECURE_HSTS_PRELOAD = _HTTPS
 # TLS ends at the reverse proxy, which must set (and strip from clients) X-Forwarded-Proto;
 # without this the redirect above would loop.
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if _HTTPS else None
+# Django's default COOP (same-origin) cuts the link to a window the page opens: "Open in
+# Perfetto" hands the trace to ui.perfetto.dev by postMessage, which Perfetto accepts only from
+# its window.opener. Other sites still cannot reach a tracedoc page they open.
+SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin-allow-popups"
 
 INSTALLED_APPS = [
     "django.contrib.admin",

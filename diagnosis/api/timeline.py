@@ -5,7 +5,7 @@ from __future__ import annotations
 import orjson
 from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import serializers
 from rest_framework.exceptions import NotFound
 from rest_framework.generics import get_object_or_404
@@ -13,6 +13,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from diagnosis.timeline_export import chrome_trace
+from diagnosis.timeline_index import TimelineIndex
+from diagnosis.timeline_search import DEFAULT_LIMIT, MAX_LIMIT, MAX_QUERY_CHARS, search
 from diagnosis.timeline_store import index_for
 from diagnosis.timeline_view import DEFAULT_MAX_ITEMS, MAX_ITEMS_LIMIT, locate, view
 from ingest.events import INT64_MAX, INT64_MIN
@@ -52,12 +54,43 @@ def _not_ready(trace: Trace) -> Response | None:
     return None
 
 
+def _indexed(request, pk: int, query_class: type[serializers.Serializer]):
+    """(trace, its timeline index, the checked query) or the refusal to answer: 404 for
+    another team's trace, 409 before the diagnosis, 400 for a bad query."""
+    trace = _diagnosed_trace(request, pk)
+    if refused := _not_ready(trace):
+        return refused
+    query = query_class(data=request.query_params)
+    query.is_valid(raise_exception=True)
+    return trace, index_for(trace), query.validated_data
+
+
 def _json(body: dict) -> HttpResponse:
     # orjson: a 2,000-item view encodes in ~2 ms, the stdlib encoder takes ~10x that
     return HttpResponse(orjson.dumps(body), content_type="application/json")
 
 
-class TimelineView(APIView):
+def _documented(endpoint: type["_TimelineEndpoint"]) -> type["_TimelineEndpoint"]:
+    """The endpoint's query parameters and answers in the OpenAPI schema."""
+    return extend_schema_view(get=extend_schema(parameters=[endpoint.query_class],
+                                                responses={200: OpenApiTypes.OBJECT, 409: OpenApiTypes.OBJECT}))(endpoint)
+
+
+class _TimelineEndpoint(APIView):
+    """A GET on a diagnosed trace's timeline: `answer` gets the trace, its index and the
+    checked `query_class` query."""
+    query_class: type[serializers.Serializer] = RangeQuery
+
+    def get(self, request, pk: int):
+        indexed = _indexed(request, pk, self.query_class)
+        return indexed if isinstance(indexed, Response) else self.answer(*indexed)
+
+    def answer(self, trace: Trace, index: TimelineIndex, q: dict) -> HttpResponse:
+        raise NotImplementedError
+
+
+@_documented
+class TimelineView(_TimelineEndpoint):
     """`GET /api/v1/traces/{id}/timeline/?start_ns=&end_ns=&max_items=`: lanes per host ->
     device -> stream and host -> process -> thread, log files, telemetry curves, per-step
     latency and finding / violation bands, with at most `max_items` items: where a lane has
@@ -65,15 +98,7 @@ class TimelineView(APIView):
     (`count` > 1, `busy_ns`). Item times are ns after `origin_ns`. With `artifact` and `loc`
     the answer's `found` says where that event is (lane, ts, dur, row)."""
 
-    @extend_schema(parameters=[RangeQuery], responses={200: OpenApiTypes.OBJECT, 409: OpenApiTypes.OBJECT})
-    def get(self, request, pk: int):
-        trace = _diagnosed_trace(request, pk)
-        if refused := _not_ready(trace):
-            return refused
-        query = RangeQuery(data=request.query_params)
-        query.is_valid(raise_exception=True)
-        q = query.validated_data
-        index = index_for(trace)
+    def answer(self, trace: Trace, index: TimelineIndex, q: dict) -> HttpResponse:
         body = view(index, q.get("start_ns"), q.get("end_ns"), q["max_items"]).to_dict()
         if q.get("artifact") and q.get("loc"):
             found = locate(index, q["artifact"], q["loc"])
@@ -81,23 +106,38 @@ class TimelineView(APIView):
         return _json(body)
 
 
-class TimelineExportView(APIView):
+@_documented
+class TimelineExportView(_TimelineEndpoint):
     """`GET /api/v1/traces/{id}/timeline/export/?start_ns=&end_ns=`: the range as Chrome
     trace JSON (Perfetto opens it), every event, not merged."""
 
-    @extend_schema(parameters=[RangeQuery], responses={200: OpenApiTypes.OBJECT, 409: OpenApiTypes.OBJECT})
-    def get(self, request, pk: int):
-        trace = _diagnosed_trace(request, pk)
-        if refused := _not_ready(trace):
-            return refused
-        query = RangeQuery(data=request.query_params)
-        query.is_valid(raise_exception=True)
-        index = index_for(trace)
-        start = query.validated_data.get("start_ns", index.start_ns)
-        end = query.validated_data.get("end_ns", index.end_ns + 1)
+    def answer(self, trace: Trace, index: TimelineIndex, q: dict) -> HttpResponse:
+        start = q.get("start_ns", index.start_ns)
+        end = q.get("end_ns", index.end_ns + 1)
         response = _json(chrome_trace(index, start, end))
         response["Content-Disposition"] = f'attachment; filename="trace-{trace.pk}-{start}-{end}.json"'
         return response
+
+
+class SearchQuery(serializers.Serializer):
+    q = serializers.CharField(max_length=MAX_QUERY_CHARS, help_text="part of an event's name, any case")
+    offset = serializers.IntegerField(required=False, min_value=0, default=0, help_text="the first match to list")
+    limit = serializers.IntegerField(required=False, min_value=1, max_value=MAX_LIMIT, default=DEFAULT_LIMIT)
+
+
+@_documented
+class TimelineSearchView(_TimelineEndpoint):
+    """`GET /api/v1/traces/{id}/timeline/search/?q=&offset=&limit=`: the events whose name
+    contains `q` (ignoring case), in time order: `total` of them, `matches` from `offset`
+    (lane, ts after `origin_ns`, dur, row, name, kind), and the matching names with the most
+    events. The page asks here because it holds only a merged summary of a big trace."""
+
+    query_class = SearchQuery
+
+    def answer(self, trace: Trace, index: TimelineIndex, q: dict) -> HttpResponse:
+        body = search(index, q["q"], q["offset"], q["limit"]).to_dict()
+        body["origin"] = str(index.start_ns)
+        return _json(body)
 
 
 class LogLinesQuery(serializers.Serializer):
