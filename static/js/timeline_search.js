@@ -58,7 +58,7 @@
     if (total > 1 && names.length > 1) {
       const li = document.createElement("li");
       li.className = "muted small";
-      li.textContent = names.length + " names match: " + names.map(n => n.name.slice(0, 40) + " (" + n.count + ")").join(", ");
+      li.textContent = names.length + " names match: " + names.map(n => n.name.slice(0, 64) + " (" + n.count + ")").join(", ");
       list.append(li);
     }
   }

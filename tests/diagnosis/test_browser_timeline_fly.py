@@ -82,6 +82,8 @@ def test_one_kernel_in_at_most_five_actions(big_trace, live_server, browser, siz
         clicks += 1
         assert clicks <= MAX_ACTIONS, f"the kernel is still merged after {clicks} clicks"
     narrowed = page.evaluate(f"() => {T}.range()")
+    print(f"{size}: the longest kernel drawn alone after {clicks} clicks, view {whole[1] - whole[0]:.0f} -> "
+          f"{narrowed[1] - narrowed[0]:.0f} ns")
     assert narrowed[1] - narrowed[0] < (whole[1] - whole[0]) / 100
     page.screenshot(path=str(SHOTS / f"timeline_fly_clicks_{size}_{scheme}.png"), full_page=False)
 
