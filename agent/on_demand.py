@@ -44,9 +44,16 @@ class OnDemand:
             if rid in self.outstanding:
                 continue
             write_json(self.requests / f"{rid}.json", order)
-            self.outstanding[rid] = _Outstanding(order, self.clock() + self.timeout)
+            self.outstanding[rid] = _Outstanding(order, self.clock() + self._patience(order))
             log.info("capture request %d (%s) waits for a process to take it in %s", rid, order.get("kind"),
                      self.root)
+
+    def _patience(self, order: dict) -> float:
+        """How long the agent waits for a result: an order that waits for an occurrence (the
+        next slow step, stall or OOM) may wait until it expires, and then take its capture."""
+        if (order.get("trigger") or "now") == "now":
+            return self.timeout
+        return max(self.timeout, float(order.get("expires_in") or 0) + self.timeout)
 
     def poll(self) -> None:
         """Ship what finished; give up on what is late."""

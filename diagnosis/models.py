@@ -24,6 +24,7 @@ from diagnosis.results import Cluster, Report, json_values
 from diagnosis.slis import SLI_FUNCTIONS
 from diagnosis.slo import SLO, SLOError, load_slos
 from ingest.models import Trace
+from rules.capture_plans import CapturePlan
 from rules.results import Evidence, Finding
 from rules.severity import RANK, SEVERITIES, at_least
 
@@ -277,6 +278,7 @@ class FindingRecord(models.Model):
     evidence = models.JSONField(default=list, blank=True)
     metrics = models.JSONField(default=dict, blank=True)
     consequence_of = models.CharField(max_length=20, blank=True)
+    capture = models.JSONField(default=dict, blank=True)  # the capture that would decide it (CapturePlan)
 
     class Meta:
         ordering = ["trace", "start_ts", "id"]
@@ -292,7 +294,7 @@ class FindingRecord(models.Model):
             root_cause=f.root_cause, slo=f.slo or "", start_ts=f.start_ts, end_ts=f.end_ts,
             explanation=f.explanation, recommendations=list(f.recommendations), references=list(f.references),
             evidence=[e.to_dict() for e in f.evidence], metrics=json_values(f.metrics),
-            consequence_of=f.consequence_of or "")
+            consequence_of=f.consequence_of or "", capture=f.capture.to_dict() if f.capture else {})
 
     def to_result(self) -> Finding:
         return Finding(
@@ -301,7 +303,8 @@ class FindingRecord(models.Model):
             slo=self.slo or None, start_ts=self.start_ts or 0, end_ts=self.end_ts or 0,
             explanation=self.explanation, recommendations=tuple(self.recommendations),
             references=tuple(self.references), evidence=tuple(Evidence.from_dict(e) for e in self.evidence),
-            metrics=self.metrics, consequence_of=self.consequence_of or None)
+            metrics=self.metrics, consequence_of=self.consequence_of or None,
+            capture=CapturePlan.from_dict(self.capture) if self.capture else None)
 
 
 def record_report(trace: Trace, report: Report) -> list[ClusterTransition]:

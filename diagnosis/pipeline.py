@@ -45,7 +45,7 @@ def load_events(artifacts: Iterable[ArtifactResult],
     memory (`ArtifactResult.table`) are handed over, not copied: afterwards the results no
     longer hold them (parse again to diagnose again)."""
     artifacts = list(artifacts)
-    tables = {a.name: _events_table(a) for a in artifacts
+    tables = {a.name: _renamed(_events_table(a), a.name) if a.rename else _events_table(a) for a in artifacts
               if a.table is not None or (a.parquet and a.parquet.exists())}
     for a in artifacts:
         a.table = None  # handed over: each parsed table's memory goes once the frame has its rows
@@ -78,6 +78,15 @@ def _events_table(artifact: ArtifactResult) -> pa.Table:
         return table
     # a file of an older schema: cast and fill
     return pq.read_table(source.path, filesystem=source.filesystem, schema=SCHEMA)
+
+
+def _renamed(table: pa.Table, name: str) -> pa.Table:
+    """Every row's `artifact` set to `name` (a dictionary column of one value: no per-row string)."""
+    i = table.schema.get_field_index("artifact")
+    column = pa.DictionaryArray.from_arrays(pa.array(np.zeros(len(table), np.int32)), pa.array([name]))
+    if not pa.types.is_dictionary(table.schema.field(i).type):
+        column = column.cast(table.schema.field(i).type)
+    return table.set_column(i, table.schema.field(i), column)
 
 
 def _arrow_strings(arrow_type: pa.DataType):

@@ -56,6 +56,9 @@ def to_text(report: Report, options: RenderOptions = RenderOptions()) -> str:
                 lines.append(f"    evidence {ev.artifact}:{ev.loc}  {head[:160]}")
             for r in f.recommendations:
                 lines.append(f"    -> {r}")
+            if f.capture:
+                lines.append(f"    what would decide it: {f.capture.summary()}"
+                             + (f" ({f.capture.why})" if f.capture.why else ""))
     for v in report.violations:
         if v.error is None:
             lines.append(f"\nSLO {v.slo} violated: {v.sli} = {v.observed_text} "

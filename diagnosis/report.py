@@ -15,6 +15,7 @@ from diagnosis.slo import evaluate_slos
 from diagnosis.trace_figures import headline_slis
 from ingest.events import INT64_MAX, INT64_MIN
 from ingest.progress import DIAGNOSIS_STAGES as STAGES
+from rules.capture_plans import CapturePlan
 from rules.compiler import compile_pack
 from rules.evaluator import evaluate_rules, precompute_features
 from rules.features import TraceContext, distinct_text
@@ -63,9 +64,11 @@ def build_report(artifacts, events: pd.DataFrame, rules=None, alignment: list[di
     groups, consequence_of = clustering.cluster_findings(findings, job_folders(events))
     clusters = clustering.describe(groups, findings, finding_ids)
     cluster_of = {fid: c.id for c in clusters for fid in c.findings}
+    formats = {a.format for a in artifacts}
     reported = [dataclasses.replace(
         f, id=fid, cluster=cluster_of.get(fid), slo=f.slo or None, end_ts=f.end_ts or f.start_ts or 0,
-        consequence_of=finding_ids[consequence_of[i]] if i in consequence_of else None)
+        consequence_of=finding_ids[consequence_of[i]] if i in consequence_of else None,
+        capture=_open_question(f, i in consequence_of, formats))
         for i, (fid, f) in enumerate(zip(finding_ids, findings))]
     stage("SLOs", STAGES["SLOs"])
     violations = evaluate_slos(ctx, reported, slos)
@@ -97,6 +100,15 @@ def _hosts(events: pd.DataFrame) -> Iterable[str]:
         return []
     hosts = distinct_text(events["host"])  # per distinct host, not per row
     return sorted(h for h in hosts if h and h not in ("-1", "nan"))[:MAX_HOSTS]
+
+
+def _open_question(f: Finding, explained: bool, formats: set[str]) -> CapturePlan | None:
+    """A finding's capture plan, unless another finding already explains it or the trace
+    already holds the evidence the plan would capture."""
+    plan = f.capture
+    if plan is None or explained or formats.intersection(plan.unless):
+        return None
+    return plan
 
 
 def _aligned_span(extents: Mapping[str, tuple[int, int]] | None,

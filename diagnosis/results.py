@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
+from rules.capture_plans import CapturePlan
 from rules.results import Evidence, Finding
 from rules.severity import RANK
 
@@ -236,6 +237,7 @@ def finding_to_dict(f: Finding) -> dict:
         "recommendations": list(f.recommendations), "references": list(f.references),
         "evidence": [e.to_dict() for e in f.evidence], "metrics": json_values(f.metrics),
         "consequence_of": f.consequence_of,
+        **({"capture": {**f.capture.to_dict(), "summary": f.capture.summary()}} if f.capture else {}),
     }
 
 
@@ -247,7 +249,8 @@ def finding_from_dict(d: Mapping[str, Any]) -> Finding:
         explanation=d.get("explanation") or "", recommendations=tuple(d.get("recommendations") or ()),
         references=tuple(d.get("references") or ()),
         evidence=tuple(Evidence.from_dict(e) for e in d.get("evidence") or ()),
-        metrics=d.get("metrics") or {}, consequence_of=d.get("consequence_of") or None)
+        metrics=d.get("metrics") or {}, consequence_of=d.get("consequence_of") or None,
+        capture=CapturePlan.from_dict(d["capture"]) if d.get("capture") else None)
 
 
 def json_values(value: Any) -> Any:

@@ -86,6 +86,17 @@ def artifact_results(trace: Trace, store: ContentStore | None = None) -> list:
             for a in trace.artifacts.exclude(format__in=Artifact.CONTAINERS)]
 
 
+EARLIER = "before/"  # where the files of the trace a capture adds to appear in its report
+
+
 def diagnose_stored(trace: Trace, rules: list, on_stage=None) -> Report:
-    return diagnose(artifact_results(trace), rules=rules, clock_offsets=trace.clock_offsets or None,
+    artifacts, offsets = artifact_results(trace), dict(trace.clock_offsets or {})
+    earlier = trace.adds_to
+    if earlier is not None and earlier.team_id == trace.team_id:
+        # a closed-loop capture: diagnosed with the files of the trace whose finding asked for it
+        for a in artifact_results(earlier):
+            a.name, a.rename = EARLIER + a.name, True
+            artifacts.append(a)
+        offsets.update({EARLIER + k: v for k, v in (earlier.clock_offsets or {}).items()})
+    return diagnose(artifacts, rules=rules, clock_offsets=offsets or None,
                     slos=SLODefinition.objects.effective_for(trace.team), on_stage=on_stage)

@@ -5,6 +5,8 @@
   GET  /api/v1/captures/[?host=&state=]
   POST /api/v1/captures/              ask a host's agent for a profiler window or a flight-recorder dump
   GET  /api/v1/captures/{id}/         its state, and the trace once it arrived
+  GET  /api/v1/capture-policy/[?team=]   the team's closed-loop policy (hosts.closed_loop)
+  PUT  /api/v1/capture-policy/        turn it on, opt rules and clusters in, set its limits
 """
 from __future__ import annotations
 
@@ -17,9 +19,9 @@ from rest_framework.response import Response
 
 from hosts import heartbeats
 from hosts.listing import host_list
-from hosts.models import CaptureRequest, Host
-from hosts.serializers import (CaptureOrderSerializer, CaptureRequestCreateSerializer, CaptureRequestSerializer,
-                               HeartbeatSerializer)
+from hosts.models import CapturePolicy, CaptureRequest, Host
+from hosts.serializers import (CaptureOrderSerializer, CapturePolicySerializer, CaptureRequestCreateSerializer,
+                               CaptureRequestSerializer, HeartbeatSerializer)
 from ingest.uploads import team_for_upload
 
 
@@ -95,3 +97,35 @@ class CaptureRequestViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mi
         return Response(CaptureRequestSerializer(capture, context={"request": request}).data,
                         status=status.HTTP_201_CREATED)
 
+
+
+def _policy_body(policy: CapturePolicy) -> dict:
+    return {"team": policy.team.slug, "enabled": policy.enabled, "rules": list(policy.rules),
+            "clusters": sorted(policy.clusters.values_list("pk", flat=True)),
+            "max_per_host_per_hour": policy.max_per_host_per_hour,
+            "max_per_cluster_per_day": policy.max_per_cluster_per_day, "order_ttl_s": policy.order_ttl_s}
+
+
+class CapturePolicyViewSet(viewsets.ViewSet):
+    """The closed loop's policy for one team: off until turned on; then a finding whose rule or
+    cluster is opted in orders the capture its rule declares, within these limits."""
+
+    @extend_schema(responses={200: CapturePolicySerializer})
+    def show(self, request):  # one object, not a list: the schema says so
+        team = _team(request.user, request.query_params.get("team"))
+        return Response(_policy_body(CapturePolicy.of(team)))
+
+    @extend_schema(request=CapturePolicySerializer, responses={200: CapturePolicySerializer})
+    def update(self, request, pk=None):
+        body = CapturePolicySerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        policy = CapturePolicy.of(_team(request.user, data.get("team")))
+        for key in ("enabled", "rules", "max_per_host_per_hour", "max_per_cluster_per_day", "order_ttl_s"):
+            if key in data:
+                setattr(policy, key, data[key])
+        policy.save()
+        if "clusters" in data:
+            from diagnosis.models import ClusterRecord  # the clusters of this team only
+            policy.clusters.set(ClusterRecord.objects.filter(team=policy.team, pk__in=data["clusters"]))
+        return Response(_policy_body(policy))

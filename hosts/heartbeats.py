@@ -38,6 +38,7 @@ def record(team: Team, beat: Heartbeat) -> tuple[Host, list[CaptureRequest]]:
             host.saw_bundle(trace)
         for request_id, why in beat.failed_captures:
             request = host.captures.filter(pk=request_id, state=CaptureRequest.State.SENT).first()
+            # (an order past its expiry was already marked expired: the agent's word changes nothing)
             if request:
                 request.finish(error=f"the agent: {why}")
         expire_captures(host, now)
@@ -47,8 +48,15 @@ def record(team: Team, beat: Heartbeat) -> tuple[Host, list[CaptureRequest]]:
 
 
 def expire_captures(host: Host, now) -> None:
-    """Requests handed out long ago with no trace: the agent restarted, or no process honoured them."""
-    late = host.captures.filter(state=CaptureRequest.State.SENT, sent_at__lt=now - timedelta(seconds=CAPTURE_TIMEOUT_S))
+    """Requests past their expiry (never picked up, or no occurrence came), and requests to take
+    at once that were handed out long ago with no trace: the agent restarted, or no process
+    honoured them."""
+    host.captures.filter(state__in=CaptureRequest.OUTSTANDING, expires_at__lt=now).update(
+        state=CaptureRequest.State.EXPIRED, finished_at=now,
+        error="expired before a capture came back (no agent picked it up, or the occurrence it waits for "
+              "did not happen)")
+    late = host.captures.filter(state=CaptureRequest.State.SENT, trigger="now",
+                                sent_at__lt=now - timedelta(seconds=CAPTURE_TIMEOUT_S))
     late.update(state=CaptureRequest.State.FAILED, finished_at=now,
                 error=f"no result within {CAPTURE_TIMEOUT_S // 60} minutes of being sent to the agent")
 

@@ -4,8 +4,11 @@ A Host row is made by the agent's first heartbeat (or its first bundle) and move
 one after; a host whose last heartbeat is older than a few of its own intervals is stale. A
 BundleReceipt remembers which trace each bundle's idempotency key made, so a bundle sent
 again (its answer was lost, the agent retried) returns that trace instead of a second one.
-A CaptureRequest is a profiler window or a flight-recorder dump asked of one host: handed
-to its agent in a heartbeat's answer, done once the trace it shipped arrives.
+A CaptureRequest is a capture asked of one host (a profiler window, a flight-recorder dump, a
+memory snapshot, an NVML burst): handed to its agent in a heartbeat's answer, done once the
+trace it shipped arrives. A person asks for one on the host page; the closed loop
+(hosts.closed_loop) orders one from a finding's capture plan when the team's CapturePolicy
+allows it, and the capture's trace is diagnosed together with the finding's trace.
 """
 from __future__ import annotations
 
@@ -21,6 +24,7 @@ from ingest.models import Trace
 STALE_AFTER_INTERVALS = 3    # heartbeats missed before a host is shown stale
 MIN_STALE_AFTER_S = 60       # ... but never sooner than this (a short interval, a slow network)
 CAPTURE_TIMEOUT_S = 15 * 60  # a request handed to an agent with no result by then has failed
+MANUAL_EXPIRY_S = 24 * 3600  # a request asked by a person and never picked up goes after this
 
 
 class HostQuerySet(models.QuerySet):
@@ -60,7 +64,8 @@ class Host(models.Model):
     def ask(self, kind: str, steps: int, user) -> "CaptureRequest":
         """A capture request for this host's agent, handed out with its next heartbeat."""
         return CaptureRequest.objects.create(team=self.team, host=self, kind=kind, steps=steps,
-                                             created_by=user if user and user.is_authenticated else None)
+                                             created_by=user if user and user.is_authenticated else None,
+                                             expires_at=timezone.now() + timedelta(seconds=MANUAL_EXPIRY_S))
 
     def saw_bundle(self, trace: Trace) -> None:
         """`trace` came from this host: keep it as the last bundle unless a newer one is known."""
@@ -81,16 +86,28 @@ class BundleReceipt(models.Model):
         constraints = [models.UniqueConstraint(fields=["team", "key"], name="bundle_key_unique_per_team")]
 
 
+ORDER_BOUNDS = ("factor", "stall_s", "duration_s", "max_bytes", "wait_s")
+
+
 class CaptureRequest(models.Model):
     class Kind(models.TextChoices):
         PROFILER = "profiler", "profiler window"
         FLIGHT_RECORDER = "flight_recorder", "NCCL flight-recorder dump"
+        MEMORY_SNAPSHOT = "memory_snapshot", "CUDA memory snapshot"
+        NVML_BURST = "nvml_burst", "NVML at a high rate"
 
     class State(models.TextChoices):
         PENDING = "pending"  # waiting for the host's next heartbeat
         SENT = "sent"        # handed to the agent
         DONE = "done"        # its trace arrived
         FAILED = "failed"    # the agent said why, or no result came in time
+        EXPIRED = "expired"  # nobody picked it up, or no occurrence came, before it expired
+
+    class Origin(models.TextChoices):
+        PERSON = "person"    # asked on the host page or through the API
+        AUTO = "auto"        # ordered by the closed loop from a finding's capture plan
+
+    OUTSTANDING = (State.PENDING, State.SENT)
 
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="+")
     host = models.ForeignKey(Host, on_delete=models.CASCADE, related_name="captures")
@@ -104,18 +121,62 @@ class CaptureRequest(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     sent_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    # when the program-side hook takes it, and its bounds (rules.capture_plans.CapturePlan)
+    trigger = models.CharField(max_length=16, default="now")
+    plan = models.JSONField(default=dict, blank=True)
+    # the closed loop: which finding asked for it, and what the capture changed
+    origin = models.CharField(max_length=8, choices=Origin.choices, default=Origin.PERSON)
+    cluster = models.ForeignKey("diagnosis.ClusterRecord", null=True, blank=True, on_delete=models.SET_NULL,
+                                related_name="capture_orders")
+    rule_id = models.CharField(max_length=200, blank=True)
+    source_trace = models.ForeignKey(Trace, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    before = models.JSONField(default=dict, blank=True)  # the finding that asked (rule, title, explanation)
+    after = models.JSONField(default=dict, blank=True)   # what the capture's diagnosis found (hosts.closed_loop)
 
     class Meta:
         ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["cluster", "host", "state"], name="capture_cluster_host_state"),
+                   models.Index(fields=["host", "origin", "created_at"], name="capture_host_origin_created")]
 
     def __str__(self) -> str:
         return f"{self.get_kind_display()} on {self.host}"
 
-    def as_order(self) -> dict:
-        """What the agent is told."""
-        return {"id": self.pk, "kind": self.kind, "steps": self.steps}
+    def as_order(self, now=None) -> dict:
+        """What the agent is told: the kind, when to take it, its bounds, and how long it may wait."""
+        now = now or timezone.now()
+        left = (self.expires_at - now).total_seconds() if self.expires_at else MANUAL_EXPIRY_S
+        return {"id": self.pk, "kind": self.kind, "steps": self.steps, "trigger": self.trigger,
+                **{k: self.plan[k] for k in ORDER_BOUNDS if k in self.plan}, "expires_in": max(0, int(left))}
 
     def finish(self, trace: Trace | None = None, error: str = "") -> None:
         self.state = self.State.FAILED if error else self.State.DONE
         self.trace, self.error, self.finished_at = trace, error[:2000], timezone.now()
         self.save(update_fields=["state", "trace", "error", "finished_at"])
+
+
+class CapturePolicy(models.Model):
+    """Whether, and how often, the closed loop may order captures for a team (hosts.closed_loop).
+
+    Off until a team turns it on; then a finding with a capture plan orders one when its cluster
+    or its rule is opted in, within the rate limits, never with a second order outstanding for
+    the same cluster and host, and each order expires."""
+    team = models.OneToOneField(Team, on_delete=models.CASCADE, related_name="capture_policy")
+    enabled = models.BooleanField(default=False)
+    rules = models.JSONField(default=list, blank=True, help_text="rule ids whose findings order captures")
+    clusters = models.ManyToManyField("diagnosis.ClusterRecord", blank=True, related_name="+",
+                                      help_text="clusters whose findings order captures")
+    max_per_host_per_hour = models.PositiveIntegerField(default=2)
+    max_per_cluster_per_day = models.PositiveIntegerField(default=4)
+    order_ttl_s = models.PositiveIntegerField(default=24 * 3600, help_text="an order not taken by then expires")
+
+    def __str__(self) -> str:
+        return f"capture policy of {self.team}"
+
+    @classmethod
+    def of(cls, team: Team) -> "CapturePolicy":
+        return cls.objects.get_or_create(team=team)[0]
+
+    def opted_in(self, cluster_id: int | None, rule_id: str) -> bool:
+        return self.enabled and (rule_id in self.rules
+                                 or (cluster_id is not None and self.clusters.filter(pk=cluster_id).exists()))

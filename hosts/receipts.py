@@ -27,8 +27,9 @@ def receive_once(team: Team, key: str, create: Callable[[], Trace]) -> tuple[Tra
     if key and not _KEY.match(key):
         raise ValidationError(f"{IDEMPOTENCY_HEADER}: at most 128 letters, digits and '_.:-'")
     if not key:
-        trace = create()
-        link(trace)
+        with transaction.atomic():  # linked before its tasks are queued (they go on commit)
+            trace = create()
+            link(trace)
         return trace, True
     try:
         with transaction.atomic():
@@ -55,5 +56,10 @@ def link(trace: Trace) -> None:
     request_id = labels.get("capture_request", "")
     if request_id.isdigit():
         request = CaptureRequest.objects.filter(pk=int(request_id), team=trace.team, host=host).first()
-        if request and request.state in (CaptureRequest.State.PENDING, CaptureRequest.State.SENT):
+        # a capture that comes back after its order expired (taken at the last moment) still counts
+        if request and request.state in (*CaptureRequest.OUTSTANDING, CaptureRequest.State.EXPIRED):
             request.finish(trace)
+        if request and request.origin == CaptureRequest.Origin.AUTO and request.source_trace_id:
+            # diagnosed with the files of the trace whose finding asked for it (hosts.closed_loop)
+            trace.adds_to_id = request.source_trace_id
+            trace.save(update_fields=["adds_to"])

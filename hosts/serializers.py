@@ -33,6 +33,13 @@ class CaptureOrderSerializer(serializers.Serializer):
     id = serializers.IntegerField()
     kind = serializers.CharField()
     steps = serializers.IntegerField()
+    trigger = serializers.CharField(help_text="now, slow_step, stalled_step or oom (rules/capture_plans.py)")
+    factor = serializers.FloatField(required=False)
+    stall_s = serializers.FloatField(required=False)
+    duration_s = serializers.FloatField(required=False)
+    max_bytes = serializers.IntegerField(required=False)
+    wait_s = serializers.FloatField(required=False)
+    expires_in = serializers.IntegerField(help_text="seconds the agent may keep the order before giving up")
 
 
 class CaptureRequestSerializer(serializers.ModelSerializer):
@@ -42,8 +49,9 @@ class CaptureRequestSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = CaptureRequest
-        fields = ["id", "host", "team", "kind", "steps", "state", "error", "trace", "trace_url", "created_at",
-                  "sent_at", "finished_at"]
+        fields = ["id", "host", "team", "kind", "steps", "trigger", "plan", "state", "error", "trace", "trace_url",
+                  "origin", "cluster", "rule_id", "source_trace", "before", "after", "created_at", "sent_at",
+                  "finished_at", "expires_at"]
         read_only_fields = fields
 
     def get_trace_url(self, capture) -> str | None:
@@ -59,3 +67,14 @@ class CaptureRequestCreateSerializer(serializers.Serializer):
     team = serializers.SlugField(required=False, allow_blank=True)
     kind = serializers.ChoiceField(choices=CaptureRequest.Kind.choices)
     steps = serializers.IntegerField(min_value=1, max_value=MAX_PROFILER_STEPS, required=False, default=20)
+
+
+class CapturePolicySerializer(serializers.Serializer):
+    """A team's closed-loop policy (hosts.models.CapturePolicy)."""
+    team = serializers.SlugField(required=False, allow_blank=True)
+    enabled = serializers.BooleanField(required=False)
+    rules = serializers.ListField(child=serializers.CharField(max_length=200), max_length=500, required=False)
+    clusters = serializers.ListField(child=serializers.IntegerField(min_value=1), max_length=500, required=False)
+    max_per_host_per_hour = serializers.IntegerField(min_value=0, max_value=1000, required=False)
+    max_per_cluster_per_day = serializers.IntegerField(min_value=0, max_value=1000, required=False)
+    order_ttl_s = serializers.IntegerField(min_value=60, max_value=7 * 24 * 3600, required=False)

@@ -31,6 +31,7 @@ class ArtifactResult:
     meta: dict = field(default_factory=dict)
     table: pa.Table | None = field(default=None, repr=False, compare=False)  # events kept in memory (CLI)
     internal_error: bool = False   # `error` is a tracedoc bug, not bad input (CLI exit 3)
+    rename: bool = False           # the stored events name the file otherwise: show them under `name`
 
     def to_report(self) -> dict:
         entry = {"path": self.name, "format": self.format or "unknown", "events": self.events,

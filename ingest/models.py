@@ -81,6 +81,9 @@ class Trace(models.Model):
     # a message redelivered after the trace was queued again, leaves the trace alone. Empty
     # while no task could be queued (the broker was down).
     run_id = models.CharField(max_length=32, blank=True)
+    # a capture that answers a closed-loop order (hosts.closed_loop) is diagnosed together with the
+    # files of the trace whose finding asked for it: the evidence it adds to
+    adds_to = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
                                    on_delete=models.SET_NULL, related_name="traces")
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)

@@ -139,6 +139,7 @@ def make_finding(cr: CompiledRule, refs: list[RowRef], start_ts: int, end_ts: in
         metrics={**{k: _plain(v) for k, v in metrics.items()}, **group},
         group=dict(group), fingerprint={k: _plain(v) for k, v in fingerprint.items()},
         causes=tuple(rule.causes), suppresses=tuple(rule.suppresses), tags=tuple(rule.tags),
+        capture=rule.capture_plan,
     )
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 import yaml
 
 from rules import limits
+from rules.capture_plans import CapturePlan, CapturePlanError, parse_plan
 from rules.compiler import CompileError, compile_rule, compile_selection
 from rules.errors import RuleError
 
@@ -65,6 +66,11 @@ class Rule:
 
     def to_dict(self) -> dict:
         return {**self.data, "file": self.file, "line": self.line}
+
+    @property
+    def capture_plan(self) -> CapturePlan | None:
+        """The capture that would decide this rule's findings (checked when the rule was loaded)."""
+        return parse_plan(self.data["capture"]) if "capture" in self.data else None
 
 
 # ---------------------------------------------------------------- YAML with marks
@@ -324,6 +330,16 @@ def _compile_errors(rule: Rule, doc, filename: str) -> list[RuleError]:
     return []
 
 
+def _capture_errors(doc, filename: str) -> list[RuleError]:
+    if "capture" not in doc:
+        return []
+    try:
+        parse_plan(_unmarked(doc["capture"]))
+    except CapturePlanError as e:
+        return [_error(filename, doc.value_nodes["capture"].start_mark, str(e))]
+    return []
+
+
 def _compile_error(e, doc, filename: str) -> RuleError:
     node = _node_at(doc, list(e.path), want_key=e.path[:1] == ("match",) and isinstance(e.path[-1], str))
     mark = node.start_mark if node is not None else None
@@ -361,7 +377,7 @@ def check_text(text: str, filename: str = "<text>") -> tuple[list[Rule], list[Ru
         problems = _schema_errors(doc, filename)
         if not problems:
             rule = Rule.from_data(doc, filename, node.start_mark.line + 1, source)
-            problems = _compile_errors(rule, doc, filename)
+            problems = _compile_errors(rule, doc, filename) + _capture_errors(doc, filename)
             if not problems and rule.id in seen:
                 problems = [_error(filename, doc.value_nodes["id"].start_mark,
                                    f"rule id {rule.id!r} is already used at line {seen[rule.id]}")]

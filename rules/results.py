@@ -10,6 +10,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from rules.capture_plans import CapturePlan
+
 
 @dataclass(frozen=True)
 class Evidence:
@@ -52,6 +54,7 @@ class Finding:
     causes: tuple[str, ...] = ()
     suppresses: tuple[str, ...] = ()
     tags: tuple[str, ...] = ()
+    capture: CapturePlan | None = None  # the capture that would decide it (the rule's `capture:`)
     id: str = ""
     cluster: str | None = None
     consequence_of: str | None = None
@@ -74,4 +77,5 @@ class Finding:
             "evidence": [e.to_dict() for e in self.evidence], "metrics": dict(self.metrics),
             "group": dict(self.group), "fingerprint": dict(self.fingerprint), "causes": list(self.causes),
             "suppresses": list(self.suppresses), "tags": list(self.tags),
+            **({"capture": self.capture.to_dict()} if self.capture else {}),
         }

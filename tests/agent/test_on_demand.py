@@ -1,5 +1,6 @@
 """On-demand captures through the capture folder: the agent's side (OnDemand) and the
 program's (CaptureHook), with real files and, for the profiler, real torch."""
+import gzip
 import json
 import tarfile
 
@@ -42,8 +43,9 @@ def test_a_profiler_window_becomes_one_bundle_labelled_with_its_request(tmp_path
                                      "capture_kind": "profiler", "capture_request": "7"}
     with tarfile.open(bundle.path, "r:gz") as tar:
         [member] = tar.getmembers()
-        trace = json.load(tar.extractfile(member))
-    assert member.name.startswith("capture/profiler_trace_") and trace["traceEvents"]
+        trace = json.load(gzip.open(tar.extractfile(member)))
+    assert member.name.startswith("capture/profiler_trace_") and member.name.endswith(".json.gz")
+    assert trace["traceEvents"]
     assert on_demand.outstanding == {} and on_demand.failed == {}
     assert not any(list((tmp_path / "capture" / d).iterdir()) for d in ("requests", "taken", "results"))
 

@@ -78,7 +78,10 @@ def test_a_capture_request_goes_out_once_and_a_failure_comes_back(alice_api, inf
     asked = alice_api.post("/api/v1/captures/", {"host": "gpu-7", "kind": "profiler", "steps": 5}, format="json")
     assert asked.status_code == 201 and asked.json()["state"] == "pending"
     rid = asked.json()["id"]
-    assert beat(alice_api)["captures"] == [{"id": rid, "kind": "profiler", "steps": 5}]
+    [order] = beat(alice_api)["captures"]
+    assert {k: order[k] for k in ("id", "kind", "steps", "trigger")} == {"id": rid, "kind": "profiler", "steps": 5,
+                                                                          "trigger": "now"}
+    assert 86000 < order["expires_in"] <= 86400  # a person's request waits a day for an agent
     assert beat(alice_api)["captures"] == []  # handed out once
     assert alice_api.get(f"/api/v1/captures/{rid}/").json()["state"] == "sent"
     beat(alice_api, failed_captures={str(rid): "no process took it"})

@@ -1,0 +1,131 @@
+"""The capture that would decide a finding: a rule's `capture:` block, typed.
+
+    capture:
+      kind: profiler            # profiler | flight_recorder | memory_snapshot | nvml_burst
+      trigger: slow_step        # when the program-side hook takes it (TRIGGERS)
+      steps: 20                 # profiler window, in the program's steps
+      factor: 1.5               # slow_step: a step this many times the running median
+      stall_s: 60               # stalled_step: no step for this long
+      duration_s: 30            # nvml_burst: window length
+      max_bytes: 64MiB          # the capture is cut (or dropped) past this
+      wait_s: 3600              # how long the hook waits for the occurrence before giving up
+      scope: involved           # involved: the hosts the finding names; all: every host of the trace
+      unless: [kineto]          # no plan when the trace already holds one of these formats
+      why: a profiler window around the next spike shows what the slow step does
+
+A plan is a description, not an action: hosts.closed_loop turns it into a capture order when
+the team's policy allows it. Every bound has a ceiling here, so a team rule cannot ask an
+agent for an unbounded capture.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any, Mapping
+
+from rules.quantities import parse_size
+
+KINDS = ("profiler", "flight_recorder", "memory_snapshot", "nvml_burst")
+# now: at once; slow_step: the next step above `factor` x the running median of step times;
+# stalled_step: the program's step loop made no progress for `stall_s` (a hang in a collective);
+# oom: the next CUDA out-of-memory (memory history is recorded while armed)
+TRIGGERS = ("now", "slow_step", "stalled_step", "oom")
+TRIGGERS_OF_KIND = {"profiler": ("now", "slow_step"), "flight_recorder": ("now", "stalled_step"),
+                    "memory_snapshot": ("now", "oom"), "nvml_burst": ("now",)}
+SCOPES = ("involved", "all")
+
+# ceilings: what any rule may ask of a host
+MAX_STEPS = 200
+MAX_BYTES = 256 * 1024 * 1024
+MAX_DURATION_S = 300.0
+MAX_WAIT_S = 7 * 24 * 3600.0
+MAX_STALL_S = 3600.0
+
+
+class CapturePlanError(ValueError):
+    """A `capture:` block that is not a plan; the message names the key and what was expected."""
+
+
+@dataclass(frozen=True)
+class CapturePlan:
+    kind: str
+    trigger: str = "now"
+    steps: int = 20
+    factor: float = 1.5
+    stall_s: float = 60.0
+    duration_s: float = 30.0
+    max_bytes: int = 64 * 1024 * 1024
+    wait_s: float = 24 * 3600.0
+    scope: str = "involved"
+    unless: tuple[str, ...] = ()
+    why: str = ""
+
+    def to_dict(self) -> dict:
+        return {f.name: list(v) if isinstance(v := getattr(self, f.name), tuple) else v for f in fields(self)}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "CapturePlan":
+        known = {f.name for f in fields(cls)}
+        values = {k: v for k, v in d.items() if k in known}
+        if "unless" in values:
+            values["unless"] = tuple(values["unless"])
+        return cls(**values)
+
+    def summary(self) -> str:
+        """One line for people: what, when, how much."""
+        when = {"now": "at once", "slow_step": f"at the next step over {self.factor:g}x the running median",
+                "stalled_step": f"when the step loop makes no progress for {self.stall_s:g} s",
+                "oom": "at the next CUDA out-of-memory"}[self.trigger]
+        size = {"profiler": f"{self.steps} step(s)", "nvml_burst": f"{self.duration_s:g} s"}.get(self.kind, "")
+        what = self.kind.replace("_", " ")
+        return f"{what}{f' of {size}' if size else ''} {when}, at most {self.max_bytes // (1024 * 1024)} MiB"
+
+
+def parse_plan(raw: Any) -> CapturePlan:
+    """A rule's `capture:` value -> CapturePlan, or CapturePlanError naming what is wrong."""
+    if not isinstance(raw, Mapping):
+        raise CapturePlanError("capture: expected a mapping (kind, trigger, ...)")
+    unknown = sorted(set(raw) - {f.name for f in fields(CapturePlan)})
+    if unknown:
+        raise CapturePlanError(f"capture: unknown key(s) {', '.join(unknown)}")
+    kind = raw.get("kind")
+    if kind not in KINDS:
+        raise CapturePlanError(f"capture.kind: expected one of {', '.join(KINDS)}; got {kind!r}")
+    trigger = raw.get("trigger", "now")
+    if trigger not in TRIGGERS_OF_KIND[kind]:
+        raise CapturePlanError(f"capture.trigger: a {kind} capture takes one of "
+                               f"{', '.join(TRIGGERS_OF_KIND[kind])}; got {trigger!r}")
+    scope = raw.get("scope", "involved")
+    if scope not in SCOPES:
+        raise CapturePlanError(f"capture.scope: expected one of {', '.join(SCOPES)}; got {scope!r}")
+    unless = raw.get("unless", ())
+    if not isinstance(unless, (list, tuple)) or not all(isinstance(u, str) for u in unless):
+        raise CapturePlanError("capture.unless: expected a list of artifact formats")
+    why = raw.get("why", "")
+    if not isinstance(why, str):
+        raise CapturePlanError("capture.why: expected text")
+    max_bytes = raw.get("max_bytes", CapturePlan.max_bytes)
+    try:
+        max_bytes = parse_size(max_bytes) if isinstance(max_bytes, str) else int(max_bytes)
+    except (TypeError, ValueError):
+        raise CapturePlanError(f"capture.max_bytes: expected a size such as 64MiB; got {max_bytes!r}") from None
+    return CapturePlan(
+        kind=kind, trigger=trigger, scope=scope, unless=tuple(unless), why=why.strip(),
+        steps=int(_bounded(raw, "steps", CapturePlan.steps, 1, MAX_STEPS)),
+        factor=_bounded(raw, "factor", CapturePlan.factor, 1.05, 100.0),
+        stall_s=_bounded(raw, "stall_s", CapturePlan.stall_s, 1.0, MAX_STALL_S),
+        duration_s=_bounded(raw, "duration_s", CapturePlan.duration_s, 1.0, MAX_DURATION_S),
+        max_bytes=int(_within("max_bytes", max_bytes, 1024, MAX_BYTES)),
+        wait_s=_bounded(raw, "wait_s", CapturePlan.wait_s, 10.0, MAX_WAIT_S))
+
+
+def _bounded(raw: Mapping, key: str, default: float, low: float, high: float) -> float:
+    value = raw.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise CapturePlanError(f"capture.{key}: expected a number; got {value!r}")
+    return _within(key, float(value), low, high)
+
+
+def _within(key: str, value: float, low: float, high: float) -> float:
+    if not low <= value <= high:
+        raise CapturePlanError(f"capture.{key}: expected {low:g} to {high:g}; got {value:g}")
+    return value
