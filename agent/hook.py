@@ -57,6 +57,7 @@ PROFILER, FLIGHT_RECORDER, MEMORY_SNAPSHOT = "profiler", "flight_recorder", "mem
 RECENT_STEPS = 64          # the running median of step times is over this many steps
 MIN_STEPS_FOR_MEDIAN = 8   # before this many steps nothing is slow
 MAX_WINDOWS = 3            # profiler windows tried for one slow_step request
+MIN_EXCESS_S = 0.001       # a slow step is also at least this much over the median
 HISTORY_ENTRIES = 100_000  # allocation records kept while an oom request is armed
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 
@@ -128,7 +129,8 @@ class CaptureHook:
             self._times.add(took)
         if self._armed == "slow_step" and took is not None:
             median = self._times.median()
-            if median is not None and took > self._current["factor"] * median:
+            # and 1 ms over it: microseconds of jitter in a tight loop are not a slow step
+            if median is not None and took > self._current["factor"] * median and took - median >= MIN_EXCESS_S:
                 self._start_window()
                 return
         if self._armed and now > self._deadline:
@@ -226,7 +228,8 @@ class CaptureHook:
     def _holds_slow_step(self) -> bool:
         """Judged against the window's own median: the profiler slows every step alike."""
         times = sorted(self._window_times)
-        return bool(times) and times[-1] > self._current["factor"] * times[len(times) // 2]
+        return bool(times) and times[-1] > self._current["factor"] * times[len(times) // 2] \
+            and times[-1] - times[len(times) // 2] >= MIN_EXCESS_S
 
     def _drop_window(self) -> None:
         profiler, self._profiler = self._profiler, None

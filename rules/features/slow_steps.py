@@ -23,6 +23,7 @@ MIN_EXCESS_NS = 1_000_000  # ... and at least 1 ms over it: sub-millisecond wobb
 MIN_STEPS = 4            # fewer steps give no median worth comparing with
 NARROWEST_WITHIN = 0.8   # names within this share of the largest excess are one nest: name the narrowest
 HOST_KINDS = ("cpu_op", "annotation")
+MIN_SHARE_OF_ALL = 0.25  # named only when it accounts for this share of all slow steps' extra time
 
 
 def _is_step(names: pd.Series) -> np.ndarray:
@@ -61,7 +62,8 @@ def slow_step_work(ctx) -> pd.DataFrame:
     if not len(slow):
         return ev.iloc[0:0]
     work = ev[in_values(ev["kind"], HOST_KINDS) & (ev["dur"] > 0)]
-    work = work[~_is_step(work["name"])]
+    # the steps' own thread: GPU-lane copies of annotations and other threads' work are not the step's time
+    work = work[~_is_step(work["name"]) & work["tid"].isin(steps["tid"].unique()).to_numpy()]
     if work.empty:
         return ev.iloc[0:0]
     per_step = _work_per_step(work, steps).reindex(range(len(steps)), fill_value=0)
@@ -76,8 +78,11 @@ def slow_step_work(ctx) -> pd.DataFrame:
         nest = excess[excess >= NARROWEST_WITHIN * top].index
         narrowest = per_step.loc[:, nest].sum().idxmin()
         named.setdefault(narrowest, []).append(int(i))
+    all_excess = float((dur[slow] - median).sum())
     rows = []
     for op, at in named.items():
+        if float((per_step.loc[at, op] - typical[op]).sum()) < MIN_SHARE_OF_ALL * all_excess:
+            continue  # one odd step (the window's first, a warm-up) beside the work that recurs
         excess_total = float((dur[at] - median).sum())
         op_excess = float((per_step.loc[at, op] - typical[op]).sum())
         first = steps.iloc[at[0]]
