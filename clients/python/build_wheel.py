@@ -24,7 +24,7 @@ MODULES = (
     "cli/__init__.py", "cli/client.py", "cli/submit.py", "cli/submit_args.py", "cli/api_client.py",
     "cli/output.py",
     "agent/__init__.py", "agent/multipart.py",
-    "rules/__init__.py", "rules/severity.py", "rules/results.py",
+    "rules/__init__.py", "rules/severity.py", "rules/results.py", "rules/capture_plans.py", "rules/quantities.py",
     "diagnosis/__init__.py", "diagnosis/results.py", "diagnosis/render.py", "diagnosis/render_options.py",
     "diagnosis/render_junit.py", "diagnosis/render_sarif.py", "diagnosis/render_markdown.py",
 )
