@@ -57,7 +57,10 @@ def step_time(ctx):
     ann = ev[(ev["kind"] == "annotation").to_numpy()
              & category_mask(ev["name"], lambda names: names.str.startswith("ProfilerStep#"))]
     # a step annotated on the CPU and projected onto the GPU lane is one step: keep the wider
-    ann = ann[(ann["dur"] > 0).to_numpy()].sort_values("dur", ascending=False).drop_duplicates("name")
+    ann = ann[(ann["dur"] > 0).to_numpy()]
+    host = (ann["tid"] != -1).to_numpy()  # the GPU lane's copies carry no host thread
+    if host.any() and not host.all():
+        ann = ann[host]
     ann = ann.sort_values("ts").iloc[1:]
     if ann.empty:
         return None
