@@ -8,7 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from rules.features import category_mask, in_values, parse_attrs
+from rules.features import in_values, parse_attrs
+from rules.features.slow_steps import profiler_steps
 
 CAPTURE_ERRORS = ("cudaErrorStreamCaptureUnsupported", "cudaErrorStreamCaptureInvalidated",
                   "cudaErrorStreamCaptureMerge", "cudaErrorStreamCaptureUnmatched",
@@ -53,15 +54,7 @@ def time_to_first_token(ctx):
 def step_time(ctx):
     """Profiler steps after the first (it carries warm-up); None unless at least one is left:
     a trace of one step has no steady-state step time to hold to an objective."""
-    ev = ctx.events
-    ann = ev[(ev["kind"] == "annotation").to_numpy()
-             & category_mask(ev["name"], lambda names: names.str.startswith("ProfilerStep#"))]
-    # a step annotated on the CPU and projected onto the GPU lane is one step: keep the wider
-    ann = ann[(ann["dur"] > 0).to_numpy()]
-    host = (ann["tid"] != -1).to_numpy()  # the GPU lane's copies carry no host thread
-    if host.any() and not host.all():
-        ann = ann[host]
-    ann = ann.sort_values("ts").iloc[1:]
+    ann = profiler_steps(ctx.events).iloc[1:]
     if ann.empty:
         return None
     return _obs(ann["ts"], ann["dur"] / 1e6)

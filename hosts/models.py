@@ -142,10 +142,9 @@ class CaptureRequest(models.Model):
     def __str__(self) -> str:
         return f"{self.get_kind_display()} on {self.host}"
 
-    def as_order(self, now=None) -> dict:
+    def as_order(self) -> dict:
         """What the agent is told: the kind, when to take it, its bounds, and how long it may wait."""
-        now = now or timezone.now()
-        left = (self.expires_at - now).total_seconds() if self.expires_at else MANUAL_EXPIRY_S
+        left = (self.expires_at - timezone.now()).total_seconds() if self.expires_at else MANUAL_EXPIRY_S
         return {"id": self.pk, "kind": self.kind, "steps": self.steps, "trigger": self.trigger,
                 **{k: self.plan[k] for k in ORDER_BOUNDS if k in self.plan}, "expires_in": max(0, int(left))}
 

@@ -30,11 +30,16 @@ def _is_step(names: pd.Series) -> np.ndarray:
     return category_mask(names, lambda values: values.str.match(r"^ProfilerStep#\d+$"))
 
 
-def _profiler_steps(ev: pd.DataFrame) -> pd.DataFrame:
-    ann = ev[(ev["kind"] == "annotation") & (ev["dur"] > 0)]
+def profiler_steps(ev: pd.DataFrame) -> pd.DataFrame:
+    """The `ProfilerStep#N` spans of the host thread, in time order (the step-time SLI reads them
+    too). A step is also projected onto the GPU lane, which carries no host thread (tid -1): those
+    copies are left out. Not by name: two profiler windows number their steps from 0 alike."""
+    ann = ev[(ev["kind"] == "annotation").to_numpy() & (ev["dur"] > 0).to_numpy()]
     steps = ann[_is_step(ann["name"])]
-    # a step annotated on the CPU and on the GPU lane: the CPU (wider) one, once
-    return steps.sort_values("dur", ascending=False).drop_duplicates("name").sort_values("ts")
+    host = (steps["tid"] != -1).to_numpy()
+    if host.any() and not host.all():
+        steps = steps[host]
+    return steps.sort_values("ts")
 
 
 def _work_per_step(work: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
@@ -53,7 +58,7 @@ def _work_per_step(work: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
          "op_ms (mean in the slow steps), typical_ms (median per step), first_step, text.")
 def slow_step_work(ctx) -> pd.DataFrame:
     ev = ctx.events
-    steps = _profiler_steps(ev)
+    steps = profiler_steps(ev)
     if len(steps) < MIN_STEPS:
         return ev.iloc[0:0]
     dur = steps["dur"].to_numpy()
