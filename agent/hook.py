@@ -32,21 +32,21 @@ and when (`trigger`):
                 recorded while armed, bounded to HISTORY_ENTRIES allocations
 
 A request waits for its occurrence at most `expires_in` seconds, and what it captured is
-dropped past `max_bytes`. Armed, step() costs one clock read and a comparison; it looks for
-new requests once per `poll_every` s. Only the standard library is imported until a capture
+dropped past `max_bytes`. Armed or not, step() costs a clock read, a store into a ring of step
+times and two comparisons; the slow-step threshold is recomputed once per lap of the ring, new
+requests and expiry looked at once per `poll_every` s. Only the standard library is imported until a capture
 runs (then torch).
 """
 from __future__ import annotations
 
-import bisect
 import gzip
 import json
 import logging
+import math
 import os
 import shutil
 import threading
 import time
-from collections import deque
 from pathlib import Path
 from typing import Callable
 
@@ -78,21 +78,20 @@ def write_json(path: Path, value: dict) -> None:
 
 
 class StepTimes:
-    """The last RECENT_STEPS step times, kept sorted too, for a running median in O(log n)."""
+    """The last RECENT_STEPS step times in a ring. add() is one store: the median is sorted out
+    only when asked, which the hook does once per lap of the ring, not once per step."""
 
     def __init__(self, size: int = RECENT_STEPS):
-        self.recent: deque[float] = deque(maxlen=size)
-        self.sorted: list[float] = []
+        self.ring = [0.0] * size
+        self.count = 0
 
     def add(self, seconds: float) -> None:
-        if len(self.recent) == self.recent.maxlen:
-            self.sorted.pop(bisect.bisect_left(self.sorted, self.recent[0]))
-        self.recent.append(seconds)
-        bisect.insort(self.sorted, seconds)
+        self.ring[self.count % len(self.ring)] = seconds
+        self.count += 1
 
     def median(self) -> float | None:
-        n = len(self.sorted)
-        return self.sorted[n // 2] if n >= MIN_STEPS_FOR_MEDIAN else None
+        recent = sorted(self.ring[:self.count])  # the whole ring once it is full
+        return recent[len(recent) // 2] if len(recent) >= MIN_STEPS_FOR_MEDIAN else None
 
 
 class CaptureHook:
@@ -110,36 +109,46 @@ class CaptureHook:
         self._deadline = 0.0
         self._steps_left = 0
         self._windows = 0
-        self._last_step: float | None = None
+        self._last_step = clock()   # the first step() measures from the hook's creation
         self._times = StepTimes()
+        self._slow_above = math.inf  # a step longer than this opens a profiler window (slow_step armed)
         self._window_times: list[float] = []
         self._lock = threading.Lock()        # the stall watchdog and step() finish a request once
         self._watchdog: threading.Thread | None = None
         self._oom_hooked = False
 
     def step(self) -> None:
-        """Call once per step of the loop."""
+        """Call once per step of the loop. Armed or idle it costs a clock read, a store and two
+        comparisons; the slow-step threshold is recomputed once per lap of the step ring, the
+        requests folder and the order's expiry looked at once per `poll_every` s."""
         now = self.clock()
-        took = now - self._last_step if self._last_step is not None else None
+        took = now - self._last_step
         self._last_step = now
         if self._profiler is not None:
             self._profiling_step(took)
             return
-        if took is not None:
-            self._times.add(took)
-        if self._armed == "slow_step" and took is not None:
-            median = self._times.median()
-            # and 1 ms over it: microseconds of jitter in a tight loop are not a slow step
-            if median is not None and took > self._current["factor"] * median and took - median >= MIN_EXCESS_S:
-                self._start_window()
-                return
+        if took > self._slow_above:  # inf unless a slow_step order is armed
+            self._start_window()
+            return
+        times = self._times
+        times.add(took)
+        if times.count % RECENT_STEPS == 0 or times.count == MIN_STEPS_FOR_MEDIAN:
+            self._set_slow_threshold()
+        if now >= self._next_poll:
+            self._next_poll = now + self.poll_every
+            self._poll(now)
+
+    def _set_slow_threshold(self) -> None:
+        """A slow step takes `factor` x the running median, and 1 ms over it: microseconds of
+        jitter in a tight loop are not a slow step."""
+        median = self._times.median() if self._armed == "slow_step" else None
+        self._slow_above = math.inf if median is None else \
+            max(self._current["factor"] * median, median + MIN_EXCESS_S)
+
+    def _poll(self, now: float) -> None:
         if self._armed and now > self._deadline:
             self._done([], f"no occurrence of {self._armed} within {self._current.get('expires_in')} s")
-            return
-        if self.root is None or self._current is not None or now < self._next_poll:
-            return
-        self._next_poll = now + self.poll_every
-        if order := self._claim():
+        elif self.root is not None and self._current is None and (order := self._claim()):
             self._start(order)
 
     # ------------------------------------------------------------------ requests
@@ -188,6 +197,7 @@ class CaptureHook:
     def _arm(self, trigger: str) -> None:
         self._armed = trigger
         self._deadline = self.clock() + float(self._current.get("expires_in") or 3600)
+        self._set_slow_threshold()
         log.info("capture request %s armed: waiting for %s", self._current["id"], trigger)
 
     # ------------------------------------------------------------------ profiler
@@ -208,9 +218,8 @@ class CaptureHook:
         self._profiler.start()
         self._steps_left = steps
 
-    def _profiling_step(self, took: float | None) -> None:
-        if took is not None:
-            self._window_times.append(took)
+    def _profiling_step(self, took: float) -> None:
+        self._window_times.append(took)
         try:
             self._profiler.step()
         except Exception as e:
@@ -265,7 +274,7 @@ class CaptureHook:
                 if now > self._deadline:
                     self._finish_locked([], f"no stall of {stall_s:g} s within {self._current.get('expires_in')} s")
                     return
-                if self._last_step is not None and now - self._last_step > stall_s:
+                if now - self._last_step > stall_s:
                     try:
                         self._finish_locked([self._dump_flight_recorder(self._current["out"])])
                     except Exception as e:
@@ -326,6 +335,7 @@ class CaptureHook:
 
     def _finish_locked(self, files: list[str], error: str = "") -> None:
         order, self._current, self._armed = self._current, None, ""
+        self._slow_above = math.inf
         self._windows = 0
         if order is None:
             return

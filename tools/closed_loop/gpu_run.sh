@@ -6,7 +6,7 @@
 set -e
 export PYTHONPATH="$PWD" PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-python3 -m bench.hook_overhead --device cuda --pairs 400 --block 100 --json "$OUT/hook_overhead.json"
+python3 -m bench.hook_overhead --device cuda --pairs 600 --block 100 --json "$OUT/hook_overhead.json"
 work=$(mktemp -d)
 mkdir -p "$work/cap/requests"
 echo '{"id": 1, "kind": "profiler", "trigger": "slow_step", "steps": 30, "factor": 1.5, "expires_in": 600}' \
