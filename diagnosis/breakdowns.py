@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rules.features import in_values
+from ingest.trace_frame import in_values
 
 # Kinds that occupy a GPU stream: HTA takes every event with a stream (stream != -1).
 # Collective kernels are "collective" in tracedoc; GPU user annotations (kind "annotation")

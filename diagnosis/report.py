@@ -15,10 +15,11 @@ from diagnosis.slo import evaluate_slos
 from diagnosis.trace_figures import headline_slis
 from ingest.events import INT64_MAX, INT64_MIN
 from ingest.progress import DIAGNOSIS_STAGES as STAGES
+from ingest.trace_frame import distinct_text
 from rules.capture_plans import CapturePlan
 from rules.compiler import compile_pack
 from rules.evaluator import evaluate_rules, precompute_features
-from rules.features import TraceContext, distinct_text
+from rules.features import TraceContext
 from rules.features.jobs import job_folders
 from rules.loader import load_rule_dirs
 from rules.results import Finding

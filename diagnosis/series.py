@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ingest import interruptions
-from rules.features import in_values
+from ingest.trace_frame import in_values
 
 MAX_SERIES_POINTS = 5000
 TELEMETRY = {"gpu.util": ("gpu_util_pct", 1.0), "mem.used": ("mem_used_gib", 1 / 2**30), "power": ("power_w", 1.0)}

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from rules.features import in_values, parse_attrs
+from ingest.trace_frame import in_values, parse_attrs
 from rules.features.slow_steps import profiler_steps
 
 CAPTURE_ERRORS = ("cudaErrorStreamCaptureUnsupported", "cudaErrorStreamCaptureInvalidated",

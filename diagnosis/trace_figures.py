@@ -11,7 +11,8 @@ import numpy as np
 import pandas as pd
 
 from diagnosis.slis import time_to_first_token
-from rules.features import FeatureError, TraceContext, parse_attrs
+from ingest.trace_frame import parse_attrs
+from rules.features import FeatureError, TraceContext
 
 TOP_KERNELS = 10
 

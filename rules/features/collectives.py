@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from rules.features import feature, in_values, parse_attrs, text_values
+from ingest.trace_frame import in_values, parse_attrs, text_values
+from rules.features import feature
 from rules.features.jobs import per_job
 
 STATE_ORDER = {"scheduled": 0, "started": 1, "completed": 2}

@@ -19,7 +19,8 @@ import re
 import numpy as np
 import pandas as pd
 
-from rules.features import distinct_text, feature, parse_attrs as _attrs, text_values
+from ingest.trace_frame import distinct_text, parse_attrs as _attrs, text_values
+from rules.features import feature
 
 SYNC_RUNTIME = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "cudaMemcpy",
                 "cudaMemcpy2D", "cudaStreamQuery", "cudaMallocHost", "cudaHostAlloc")

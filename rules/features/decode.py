@@ -14,7 +14,8 @@ import json
 import numpy as np
 import pandas as pd
 
-from rules.features import category_mask, feature, in_values
+from ingest.trace_frame import category_mask, in_values
+from rules.features import feature
 
 COLD_FACTOR = 3.0        # a leading step this many times the steady median is cold
 MAX_COLD_STEPS = 5

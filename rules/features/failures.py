@@ -20,7 +20,8 @@ import re
 import numpy as np
 import pandas as pd
 
-from rules.features import as_event_frame, feature, in_values, parse_attrs
+from ingest.trace_frame import as_event_frame, in_values, parse_attrs
+from rules.features import feature
 
 FAILURE_KINDS = ("error", "oom")
 FAILURE_LEVELS = ("error", "critical")

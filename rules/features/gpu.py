@@ -16,7 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from rules.features import category_mask, distinct_text, feature
+from ingest.trace_frame import category_mask, distinct_text
+from rules.features import feature
 
 STREAM_SYNCS = ("cudaStreamSynchronize", "cudaEventSynchronize", "cudaMemcpy", "cudaMemcpy2D", "hipStreamSynchronize",
                 "hipEventSynchronize", "hipMemcpy", "hipMemcpyWithStream", "hipMemcpy2D")

@@ -14,7 +14,8 @@ import re
 import numpy as np
 import pandas as pd
 
-from rules.features import feature, in_values, text_values
+from ingest.trace_frame import in_values, text_values
+from rules.features import feature
 
 FAMILIES = (
     # sre's \w, \d and [..] classes call the Unicode character-class predicates; perf's

@@ -16,7 +16,7 @@ from pathlib import PurePosixPath
 import numpy as np
 import pandas as pd
 
-from rules.features import parse_attrs, text_values
+from ingest.trace_frame import parse_attrs, text_values
 
 MAX_RANK_ROWS = 20_000                         # rank-naming rows read per source
 _GLOBAL_RANK = re.compile(r"\bglobal rank: (\d+)")  # c10d's "ProcessGroupNCCL initialization options"

@@ -26,7 +26,8 @@ from collections import defaultdict
 
 import pandas as pd
 
-from rules.features import feature, in_values, parse_attrs as _attrs, text_values
+from ingest.trace_frame import in_values, parse_attrs as _attrs, text_values
+from rules.features import feature
 from rules.features.collectives import (Divergence, first_divergences, fr_entries, timing_enabled,
                                         to_int as _int)
 from rules.features.jobs import artifact_ranks, per_job

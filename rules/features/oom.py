@@ -20,7 +20,8 @@ import re
 
 import pandas as pd
 
-from rules.features import feature, in_values, parse_attrs as _attrs, text_values
+from ingest.trace_frame import in_values, parse_attrs as _attrs, text_values
+from rules.features import feature
 from rules.features.cuda_graph import capture_regions
 from rules.quantities import human_bytes
 

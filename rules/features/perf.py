@@ -17,7 +17,8 @@ from __future__ import annotations
 import orjson
 import pandas as pd
 
-from rules.features import as_event_frame, category_mask, feature, text_values
+from ingest.trace_frame import as_event_frame, category_mask, text_values
+from rules.features import feature
 
 TOP_N = 20
 COLUMNS = ["ts", "dur", "kind", "name", "host", "pid", "tid", "value", "unit", "attrs"]

@@ -16,7 +16,8 @@ import json
 import numpy as np
 import pandas as pd
 
-from rules.features import category_mask, feature, in_values, text_values
+from ingest.trace_frame import category_mask, in_values, text_values
+from rules.features import feature
 
 SLOW_FACTOR = 1.5        # a step this many times the median step is slow
 MIN_EXCESS_NS = 1_000_000  # ... and at least 1 ms over it: sub-millisecond wobble is timer noise

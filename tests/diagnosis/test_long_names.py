@@ -8,7 +8,8 @@ import pandas as pd
 import pytest
 
 from diagnosis import slis
-from rules.features import TraceContext, category_mask, distinct_text, in_values, text_values
+from ingest.trace_frame import category_mask, distinct_text, in_values, text_values
+from rules.features import TraceContext
 
 ROWS = 200_000
 LONG = "void ck::kernel<" + "ck::tensor_operation::element_wise::PassThrough, " * 110 + ">"

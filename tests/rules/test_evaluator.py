@@ -3,10 +3,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from ingest.trace_frame import as_event_frame
 from rules import budget, features
 from rules.compiler import compile_rule
 from rules.evaluator import evaluate_rules
-from rules.features import TraceContext, as_event_frame, feature, list_features
+from rules.features import TraceContext, feature, list_features
 from rules.loader import load_rule_text
 from tests.rules.helpers import MS, S, events, rule_text, run
 

@@ -5,7 +5,8 @@ import json
 import numpy as np
 import pandas as pd
 
-from rules.features import TraceContext, as_event_frame
+from ingest.trace_frame import as_event_frame
+from rules.features import TraceContext
 from rules.features.gpu import _host_time_in
 
 
