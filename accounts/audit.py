@@ -89,6 +89,16 @@ def _record(instance: models.Model, action: str, changes: dict) -> None:
         object_id=str(instance.pk), object_repr=str(instance)[:200], changes=changes)
 
 
+def record_change(instance: models.Model, action: str, changes: dict, actor=None) -> None:
+    """An entry for a change no single field save shows (a cluster merge): by `actor`, else the
+    request's user."""
+    if actor is not None:
+        with acting_as(actor):
+            _record(instance, action, changes)
+    else:
+        _record(instance, action, changes)
+
+
 def _before_save(sender, instance: models.Model, raw: bool = False, **kwargs) -> None:
     if raw or instance.pk is None:
         return

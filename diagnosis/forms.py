@@ -63,6 +63,35 @@ class BulkActionForm(forms.Form):
         self.fields["clusters"].queryset = clusters if clusters is not None else ClusterRecord.objects.none()
 
 
+class MergeForm(forms.Form):
+    """Clusters to fold into one: ticked on the stream (`clusters`), or typed on a cluster page
+    as issue numbers (`issues`: "12, #15")."""
+    clusters = forms.ModelMultipleChoiceField(queryset=ClusterRecord.objects.none(), required=False)
+    issues = forms.CharField(required=False, max_length=500, label="issue numbers")
+
+    def __init__(self, *args, clusters=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["clusters"].queryset = clusters if clusters is not None else ClusterRecord.objects.none()
+
+    def clean_issues(self) -> list[int]:
+        words = [w.strip().lstrip("#") for w in self.cleaned_data["issues"].replace(",", " ").split()]
+        if not all(w.isdigit() for w in words):
+            raise forms.ValidationError("issue numbers, e.g. 12, #15")
+        return [int(w) for w in words]
+
+    def chosen(self) -> list[ClusterRecord]:
+        data = self.cleaned_data
+        picked = {c.pk: c for c in data["clusters"]}
+        if data["issues"]:
+            queryset = self.fields["clusters"].queryset
+            found = {c.pk: c for c in queryset.filter(pk__in=data["issues"])}
+            missing = sorted(set(data["issues"]) - set(found))
+            if missing:
+                raise forms.ValidationError(f"no issue {', '.join(f'#{m}' for m in missing)} in your teams")
+            picked.update(found)
+        return list(picked.values())
+
+
 class ListValuesInput(forms.TextInput):
     """A text box whose value is every occurrence of the parameter (`label=a=b&label=c=d`)."""
 

@@ -175,8 +175,11 @@ class ClusterRecord(models.Model):
                 record.fingerprint, record.grouping_version = cluster.fingerprint, grouping.GROUPING_VERSION
                 record.save(update_fields=["fingerprint", "grouping_version"])
         if record is None:
-            earlier = ClusterFingerprint.objects.filter(team=team, fingerprint=cluster.fingerprint).first()
-            record = earlier.cluster if earlier is not None else None
+            # a fingerprint of an earlier grouping, or of a cluster merged into another: that one
+            known = [cluster.fingerprint, *cluster.earlier_fingerprints]
+            carried_to = {r.fingerprint: r.cluster for r in
+                          ClusterFingerprint.objects.filter(team=team, fingerprint__in=known).select_related("cluster")}
+            record = next((carried_to[fp] for fp in known if fp in carried_to), None)
         if record is not None:
             return record, False
         return cls.objects.get_or_create(team=team, fingerprint=cluster.fingerprint, defaults={
@@ -184,12 +187,19 @@ class ClusterRecord(models.Model):
 
 
 class ClusterFingerprint(models.Model):
-    """A fingerprint a team's cluster had under an earlier grouping version or root-cause name:
-    reports of that grouping (recorded again) still land on the cluster."""
+    """A fingerprint that lands on a team's cluster other than its own: one it had under an
+    earlier grouping version or root-cause name (reports of that grouping, recorded again, still
+    land on it), or one of a cluster merged into it (diagnosis.cluster_merge: future occurrences
+    land on it until the fingerprint is unmerged)."""
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="+")
     fingerprint = models.CharField(max_length=128)
     cluster = models.ForeignKey(ClusterRecord, on_delete=models.CASCADE, related_name="earlier")
     grouping_version = models.PositiveSmallIntegerField()
+    # the merged cluster's fingerprint this one came with ("": not merged): unmerging it splits
+    # every row of that fingerprint back out
+    merged_from = models.CharField(max_length=128, blank=True, db_index=True)
+    # the id the merged cluster had, so its old links lead to the cluster it is now part of
+    merged_cluster_id = models.PositiveIntegerField(null=True, blank=True, db_index=True)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["team", "fingerprint"], name="earlier_fingerprint_per_team")]
@@ -218,6 +228,8 @@ class ClusterActivity(models.Model):
         SNOOZE_UNTIL = "snooze_until"
         SNOOZE_COUNT = "snooze_count"
         COMMENT = "comment"
+        MERGED = "merged"
+        UNMERGED = "unmerged"
 
     cluster = models.ForeignKey(ClusterRecord, on_delete=models.CASCADE, related_name="activity")
     at = models.DateTimeField(default=timezone.now, db_index=True)
@@ -264,6 +276,8 @@ class FindingRecord(models.Model):
                                 related_name="findings")
     report_id = models.CharField(max_length=20)          # "F1": the id inside the report
     report_cluster = models.CharField(max_length=20, blank=True)  # "C1"
+    # the report cluster's fingerprint: which findings leave when that fingerprint is unmerged
+    fingerprint = models.CharField(max_length=128, blank=True)
     rule_id = models.CharField(max_length=200)
     rule_version = models.IntegerField(default=1)
     title = models.CharField(max_length=300)
@@ -287,9 +301,11 @@ class FindingRecord(models.Model):
         return f"{self.report_id} {self.title}"
 
     @classmethod
-    def from_result(cls, trace: Trace, f: Finding, cluster: ClusterRecord | None) -> "FindingRecord":
+    def from_result(cls, trace: Trace, f: Finding, cluster: ClusterRecord | None,
+                    fingerprint: str = "") -> "FindingRecord":
         return cls(
-            trace=trace, cluster=cluster, report_id=f.id, report_cluster=f.cluster or "", rule_id=f.rule_id,
+            trace=trace, cluster=cluster, report_id=f.id, report_cluster=f.cluster or "", fingerprint=fingerprint,
+            rule_id=f.rule_id,
             rule_version=int(f.rule_version or 1), title=f.title[:300], severity=f.severity,
             root_cause=f.root_cause, slo=f.slo or "", start_ts=f.start_ts, end_ts=f.end_ts,
             explanation=f.explanation, recommendations=list(f.recommendations), references=list(f.references),
@@ -325,8 +341,10 @@ def record_report(trace: Trace, report: Report) -> list[ClusterTransition]:
             key = {ClusterTransition.NEW: "new",
                    ClusterTransition.REGRESSED: f"regressed-{record.regressions}"}.get(happened, f"seen-{trace.pk}")
             transitions.append(ClusterTransition(record.pk, happened, trace.pk, key))
-        FindingRecord.objects.bulk_create(FindingRecord.from_result(trace, f, records.get(f.cluster))
-                                          for f in report.findings)
+        fingerprints = {c.id: c.fingerprint for c in report.clusters}
+        FindingRecord.objects.bulk_create(
+            FindingRecord.from_result(trace, f, records.get(f.cluster), fingerprints.get(f.cluster or "", ""))
+            for f in report.findings)
         hosts = trace_hosts(trace, report)
         ClusterSighting.objects.bulk_create(
             ClusterSighting(cluster=r, trace=trace, host=h, seen_at=trace.created_at)

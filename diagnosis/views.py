@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import urlencode
 
+from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
@@ -13,8 +14,10 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from diagnosis import stream
+from accounts.models import Team
 from diagnosis.cluster_activity import activity_log
-from diagnosis.forms import BulkActionForm, ClusterTriageForm, CommentForm, SnoozeForm, StreamFilterForm
+from diagnosis.cluster_merge import MergeRefused, merge, merged_fingerprints, merged_into, unmerge
+from diagnosis.forms import BulkActionForm, ClusterTriageForm, CommentForm, MergeForm, SnoozeForm, StreamFilterForm
 from diagnosis.latency_chart import chart
 from diagnosis.models import ClusterRecord
 from diagnosis.rediagnose import RediagnoseRefused, rediagnose
@@ -165,8 +168,56 @@ def cluster_bulk(request):
 
 
 @login_required
+@require_POST
+def cluster_merge(request, cluster_id: int | None = None):
+    """Fold clusters into one: from the stream, the ticked ones into the one seen in the most
+    traces; from a cluster page, the typed issue numbers into that cluster. Future occurrences
+    of the merged fingerprints land on it."""
+    visible = ClusterRecord.objects.visible_to(request.user)
+    form = MergeForm(request.POST, clusters=visible)
+    target = get_cluster_for(request, cluster_id) if cluster_id is not None else None
+    try:
+        if not form.is_valid():
+            raise MergeRefused("; ".join(" ".join(v) for v in form.errors.values()))
+        chosen = form.chosen()
+        if target is None:
+            if len(chosen) < 2:
+                raise MergeRefused("tick two or more issues to merge")
+            target = max(chosen, key=lambda c: (c.trace_count, -c.first_seen.timestamp(), -c.pk))
+        target = merge(target, chosen, request.user)
+    except (MergeRefused, forms.ValidationError) as e:
+        messages.error(request, " ".join(getattr(e, "messages", [str(e)])))
+        if cluster_id is not None:
+            return redirect("diagnosis:cluster-detail", cluster_id)
+        back = request.POST.get("query", "")
+        return redirect(reverse("diagnosis:cluster-list") + (f"?{back}" if back else ""))
+    others = [c for c in chosen if c.pk != target.pk]
+    messages.success(request, f"merged {', '.join(f'#{c.pk}' for c in others)} into “{target.title}”: "
+                              "their future occurrences land here")
+    return redirect("diagnosis:cluster-detail", target.pk)
+
+
+@login_required
+@require_POST
+def cluster_unmerge(request, cluster_id: int):
+    """Split a merged fingerprint back out into a cluster of its own."""
+    cluster = get_cluster_for(request, cluster_id)
+    try:
+        split = unmerge(cluster, request.POST.get("fingerprint", ""), request.user)
+    except MergeRefused as e:
+        messages.error(request, str(e))
+        return redirect("diagnosis:cluster-detail", cluster.pk)
+    messages.success(request, f"split {split.fingerprint} out as #{split.pk}")
+    return redirect("diagnosis:cluster-detail", split.pk)
+
+
+@login_required
 @require_GET
 def cluster_detail(request, cluster_id: int):
+    if not ClusterRecord.objects.visible_to(request.user).filter(pk=cluster_id).exists():
+        now_in = merged_into(Team.objects.of(request.user), cluster_id)
+        if now_in is not None:  # an old link to a cluster merged since
+            return redirect("diagnosis:cluster-detail", now_in.pk)
     cluster = get_cluster_for(request, cluster_id)
     findings = list(cluster.findings.select_related("trace").order_by("-trace__created_at", "start_ts")[:200])
     sightings = list(cluster.sightings.select_related("trace").order_by("-seen_at", "trace_id", "host")[:500])
@@ -185,7 +236,8 @@ def cluster_detail(request, cluster_id: int):
         "rule_versions": sorted({(f.rule_id, f.rule_version) for f in findings}),
         "activity": activity_log(cluster),
         "form": ClusterTriageForm(instance=cluster, prefix=f"c{cluster.pk}"),
-        "comment_form": CommentForm(), "snooze_form": SnoozeForm(), "snooze_presets": SNOOZE_PRESETS})
+        "comment_form": CommentForm(), "snooze_form": SnoozeForm(), "snooze_presets": SNOOZE_PRESETS,
+        "merged": merged_fingerprints(cluster)})
 
 
 @login_required

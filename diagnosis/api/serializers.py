@@ -86,3 +86,12 @@ class CommentSerializer(serializers.Serializer):
 class BulkStatusSerializer(serializers.Serializer):
     ids = serializers.ListField(child=serializers.IntegerField(), min_length=1, max_length=500)
     status = serializers.ChoiceField(choices=ClusterRecord.Status.choices)
+
+
+class MergeSerializer(serializers.Serializer):
+    ids = serializers.ListField(child=serializers.IntegerField(), min_length=1, max_length=50,
+                                help_text="clusters to fold into this one")
+
+
+class UnmergeSerializer(serializers.Serializer):
+    fingerprint = serializers.CharField(max_length=128, help_text="a fingerprint merged into this cluster")

@@ -15,7 +15,9 @@ from rest_framework.views import APIView
 from diagnosis import stream
 from diagnosis.cluster_activity import activity_log
 from diagnosis.api.serializers import (ActivitySerializer, BulkStatusSerializer, ClusterSerializer,
-                                       CommentSerializer, StreamClusterSerializer)
+                                       CommentSerializer, MergeSerializer, StreamClusterSerializer,
+                                       UnmergeSerializer)
+from diagnosis.cluster_merge import MergeRefused, merge, unmerge
 from diagnosis.forms import StreamFilterForm
 from diagnosis.models import ClusterRecord
 from diagnosis.rediagnose import BrokerUnavailable, RediagnoseRefused, rediagnose
@@ -40,6 +42,14 @@ class ClusterViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Up
 
     def get_queryset(self):
         return ClusterRecord.objects.visible_to(self.request.user).select_related("team", "assignee")
+
+    def _all_of(self, ids: list[int], done: str) -> list[ClusterRecord]:
+        """The clusters of `ids`; one that names no cluster of the user's teams is a 404."""
+        clusters = list(self.get_queryset().filter(pk__in=ids))
+        missing = set(ids) - {c.pk for c in clusters}
+        if missing:
+            raise NotFound(f"no cluster {', '.join(map(str, sorted(missing)))} in your teams; nothing was {done}")
+        return clusters
 
     def _filters(self) -> dict:
         form = StreamFilterForm(self.request.query_params)
@@ -69,6 +79,37 @@ class ClusterViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Up
         entry = cluster.change(request.user, text=body.validated_data["text"])[0]
         return Response(ActivitySerializer(entry).data, status=status.HTTP_201_CREATED)
 
+    @extend_schema(request=MergeSerializer, responses={200: ClusterSerializer, 400: OpenApiTypes.OBJECT,
+                                                        404: OpenApiTypes.OBJECT})
+    @action(detail=True, methods=["post"])
+    def merge(self, request, pk=None):
+        """Fold clusters `{"ids": [...]}` into this one: their findings, sightings and activity
+        move here and their fingerprints land here from now on. An id that names no cluster of
+        your teams is a 404 and nothing changes."""
+        target = self.get_object()
+        body = MergeSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        sources = self._all_of(body.validated_data["ids"], "merged")
+        try:
+            target = merge(target, sources, request.user)
+        except MergeRefused as e:
+            raise serializers.ValidationError({"ids": [str(e)]}) from e
+        return Response(ClusterSerializer(target, context=self.get_serializer_context()).data)
+
+    @extend_schema(request=UnmergeSerializer, responses={201: ClusterSerializer, 400: OpenApiTypes.OBJECT})
+    @action(detail=True, methods=["post"])
+    def unmerge(self, request, pk=None):
+        """Split a merged fingerprint back out: answers the new cluster, with the findings
+        recorded under that fingerprint."""
+        body = UnmergeSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        try:
+            split = unmerge(self.get_object(), body.validated_data["fingerprint"], request.user)
+        except MergeRefused as e:
+            raise serializers.ValidationError({"fingerprint": [str(e)]}) from e
+        return Response(ClusterSerializer(split, context=self.get_serializer_context()).data,
+                        status=status.HTTP_201_CREATED)
+
     @extend_schema(request=BulkStatusSerializer, responses={200: OpenApiTypes.OBJECT, 404: OpenApiTypes.OBJECT})
     @action(detail=False, methods=["post"])
     def bulk(self, request):
@@ -76,10 +117,7 @@ class ClusterViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Up
         names no cluster of your teams is a 404 and nothing changes."""
         body = BulkStatusSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        clusters = list(self.get_queryset().filter(pk__in=body.validated_data["ids"]))
-        missing = set(body.validated_data["ids"]) - {c.pk for c in clusters}
-        if missing:
-            raise NotFound(f"no cluster {', '.join(map(str, sorted(missing)))} in your teams; nothing was changed")
+        clusters = self._all_of(body.validated_data["ids"], "changed")
         for cluster in clusters:
             cluster.change(request.user, status=body.validated_data["status"])
         return Response({"updated": sorted(c.pk for c in clusters), "status": body.validated_data["status"]})
