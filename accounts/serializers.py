@@ -22,7 +22,7 @@ class ApiTokenSerializer(serializers.ModelSerializer):
 
 class ApiTokenCreateSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=100)
-    scope = serializers.ChoiceField(choices=ApiToken.Scope.choices, default=ApiToken.Scope.READ)
+    scope = serializers.ChoiceField(choices=ApiToken.Scope.choices, default=ApiToken.Scope.UPLOAD)
     expires_days = serializers.IntegerField(min_value=1, max_value=MAX_TOKEN_DAYS, required=False, allow_null=True,
                                             help_text="the key stops working after this many days (none: never)")
 

@@ -35,3 +35,21 @@ def test_issue_use_and_revoke_a_token_on_the_settings_page(alice, live_server, b
     page.locator("#tokens tr", has_text="nightly CI").get_by_role("button", name="Revoke nightly CI").click()
     page.locator("#tokens tr", has_text="nightly CI").locator(".state-failed", has_text="revoked").wait_for(timeout=10_000)
     assert requests.get(f"{live_server.url}/api/v1/traces/", headers=headers, timeout=30).status_code == 401
+
+
+def test_the_new_key_has_a_copy_button_and_the_form_defaults_to_upload(alice, live_server, browser):
+    """Issue 32: new tokens defaulted to read scope, and the key shown once had no copy button."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    context.grant_permissions(["clipboard-read", "clipboard-write"], origin=live_server.url)
+    page = context.new_page()
+    log_in(page, live_server.url + "/settings/tokens/")
+    page.wait_for_url("**/settings/tokens/")
+    assert page.locator("#id_scope").input_value() == "upload"
+    page.fill("#id_name", "ci")
+    page.click("#token-form button[type=submit]")
+    key = page.locator("#new-key-value").inner_text(timeout=10_000).strip()
+    page.get_by_role("button", name="Copy").click()
+    page.locator("#new-key-copied", has_text="Copied").wait_for(timeout=5_000)
+    assert page.evaluate("navigator.clipboard.readText()") == key
+    page.screenshot(path=str(SHOTS / "api-token-copy.png"))
+    context.close()

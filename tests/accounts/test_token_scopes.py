@@ -10,6 +10,7 @@ from rest_framework.test import APIClient
 from accounts.models import ApiToken, hash_token_key
 from diagnosis.models import SLODefinition
 from rules.models import TeamRule
+from tests.support.fixtures import token_client
 from tests.support.rule_texts import GRAPH_LAUNCHES as RULE
 from tests.support.scoped_tokens import SLO, client_for
 
@@ -119,3 +120,17 @@ def test_the_page_issues_and_revokes_only_the_users_own_tokens(alice, charlie):
     assert "revoked" in row
     token.refresh_from_db()
     assert token.state == "revoked"
+
+
+def test_a_new_token_defaults_to_the_upload_scope_a_ci_job_needs(alice):
+    """Issue 32: new tokens defaulted to `read`, which `tracedoc submit` in CI cannot use."""
+    page = Client()
+    page.force_login(alice)
+    form = page.get("/settings/tokens/").content.decode()
+    assert '<option value="upload" selected>' in form
+    answer = token_client(alice).post("/api/v1/tokens/", {"name": "ci"}, format="json")
+    assert answer.status_code == 201 and answer.json()["scope"] == "upload"
+    key = answer.json()["key"]
+    upload = APIClient()
+    upload.credentials(HTTP_AUTHORIZATION=f"Token {key}")
+    assert upload.post("/v1/traces", data=b"{}", content_type="application/json").status_code != 403
