@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from accounts.models import Team
 from ingest.models import Trace
+from rules.capture_plans import CapturePlan
 
 STALE_AFTER_INTERVALS = 3    # heartbeats missed before a host is shown stale
 MIN_STALE_AFTER_S = 60       # ... but never sooner than this (a short interval, a slow network)
@@ -147,6 +148,11 @@ class CaptureRequest(models.Model):
         left = (self.expires_at - timezone.now()).total_seconds() if self.expires_at else MANUAL_EXPIRY_S
         return {"id": self.pk, "kind": self.kind, "steps": self.steps, "trigger": self.trigger,
                 **{k: self.plan[k] for k in ORDER_BOUNDS if k in self.plan}, "expires_in": max(0, int(left))}
+
+    @property
+    def occasion(self) -> str:
+        """When the program-side hook takes it, in words ("at the next CUDA out-of-memory")."""
+        return CapturePlan.from_dict({**self.plan, "kind": self.kind, "trigger": self.trigger}).occasion()
 
     def finish(self, trace: Trace | None = None, error: str = "") -> None:
         self.state = self.State.FAILED if error else self.State.DONE

@@ -70,11 +70,15 @@ class CapturePlan:
             values["unless"] = tuple(values["unless"])
         return cls(**values)
 
-    def summary(self) -> str:
-        """One line for people: what, when, how much."""
-        when = {"now": "at once", "slow_step": f"at the next step over {self.factor:g}x the running median",
+    def occasion(self) -> str:
+        """When the program-side hook takes it, in words."""
+        return {"now": "at once", "slow_step": f"at the next step over {self.factor:g}x the running median",
                 "stalled_step": f"when the step loop makes no progress for {self.stall_s:g} s",
                 "oom": "at the next CUDA out-of-memory"}[self.trigger]
+
+    def summary(self) -> str:
+        """One line for people: what, when, how much."""
+        when = self.occasion()
         size = {"profiler": f"{self.steps} step(s)", "nvml_burst": f"{self.duration_s:g} s"}.get(self.kind, "")
         what = self.kind.replace("_", " ")
         return f"{what}{f' of {size}' if size else ''} {when}, at most {self.max_bytes // (1024 * 1024)} MiB"
