@@ -14,15 +14,20 @@ import pandas as pd
 from diagnosis.coverage import write_coverage
 from diagnosis.scenarios import events
 from rules.features import list_features
-from rules.loader import RuleError, load_rule_dirs, load_rule_files, rule_files, validate_files
+from rules.loader import RuleError, check_files, load_rule_dirs, load_rule_files
+from rules.rule_files import rule_files
+from rules.rule_warnings import rule_warnings
 from rules.testing import run_rule_tests
 
 
 def validate_main(paths) -> int:
-    """Prints `file:line:col: message` per problem; 0 when every rule is valid, 1 otherwise."""
-    errors = validate_files(paths)
+    """Prints `file:line:col: message` per problem; 0 when every rule is valid, 1 otherwise.
+    Warnings about valid rules (rules.rule_warnings) go to stderr and never fail the run."""
+    rules, errors = check_files(paths)
     for e in errors:
         print(e)
+    for w in rule_warnings(rules):
+        print(w, file=sys.stderr)
     if errors:
         print(f"{len(errors)} problem(s)", file=sys.stderr)
         return 1

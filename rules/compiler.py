@@ -125,7 +125,7 @@ class CompiledRule:
 
 
 def compile_rule(rule) -> CompiledRule:
-    """Compile a loaded Rule (rules.loader.Rule). Raises CompileError with a document path."""
+    """Compile a loaded Rule (rules.rule.Rule). Raises CompileError with a document path."""
     data = rule.data
     match = data["match"]
     if len(match) > limits.MAX_SELECTIONS:

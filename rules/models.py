@@ -50,7 +50,7 @@ class TeamRuleQuerySet(models.QuerySet):
 
 
 class TeamRule(models.Model):
-    """A rule a team wrote (the loader's `rules.loader.Rule` is what it parses to)."""
+    """A rule a team wrote (the loader's `rules.rule.Rule` is what it parses to)."""
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="rules")
     rule_id = models.CharField(max_length=200, editable=False)
     version = models.IntegerField(default=1, editable=False)

@@ -6,7 +6,8 @@ from jsonschema import Draft202012Validator
 
 from cli import rules_commands
 from rules import limits, loader
-from rules.loader import RuleError, check_text, load_rule_dirs, load_rule_text, schema, validate_files
+from rules.loader import RuleError, check_text, load_rule_dirs, load_rule_text, validate_files
+from rules.schema_errors import schema
 from tests.rules.helpers import events, rule_text, run
 
 

@@ -1,7 +1,7 @@
 """Severities are defined once (rules.severity); the rule schema, a JSON file, must list the same."""
 import json
 
-from rules.loader import SCHEMA_PATH
+from rules.schema_errors import SCHEMA_PATH
 from rules.severity import SEVERITIES, at_least, highest
 
 

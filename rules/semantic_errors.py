@@ -1,0 +1,48 @@
+"""What a schema-valid rule can still get wrong: selections and the whole rule that do not
+compile, and a capture plan that does not parse, each at its position in the YAML."""
+from __future__ import annotations
+
+from rules.capture_plans import CapturePlanError, parse_plan
+from rules.compiler import CompileError, compile_rule, compile_selection
+from rules.errors import RuleError
+from rules.rule import Rule
+from rules.rule_yaml import mark_error, node_at, unmarked
+
+
+def compile_errors(rule: Rule, doc, filename: str) -> list[RuleError]:
+    """Every selection's error first (each compiles on its own, so an editor can show them
+    all at once), then, when they all compile, the rule's first whole-rule error."""
+    errors = []
+    for name, spec in (rule.data.get("match") or {}).items():
+        try:
+            compile_selection(name, spec, ("match", name))
+        except CompileError as e:
+            errors.append(_compile_error(e, doc, filename))
+    if errors:
+        return errors
+    try:
+        compile_rule(rule)
+    except CompileError as e:
+        return [_compile_error(e, doc, filename)]
+    return []
+
+
+def capture_errors(doc, filename: str) -> list[RuleError]:
+    if "capture" not in doc:
+        return []
+    try:
+        parse_plan(unmarked(doc["capture"]))
+    except CapturePlanError as e:
+        return [mark_error(filename, doc.value_nodes["capture"].start_mark, str(e))]
+    return []
+
+
+def _compile_error(e, doc, filename: str) -> RuleError:
+    node = node_at(doc, list(e.path), want_key=e.path[:1] == ("match",) and isinstance(e.path[-1], str))
+    mark = node.start_mark if node is not None else None
+    offset = e.offset
+    if offset and node is not None and getattr(node, "style", None) in ("'", '"'):
+        offset += 1
+    if offset and node is not None and getattr(node, "style", None) in ("|", ">"):
+        offset = 0  # block scalars start on the next line: point at the key
+    return mark_error(filename, mark, e.message, offset)
