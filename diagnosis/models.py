@@ -29,7 +29,7 @@ from rules.results import Evidence, Finding
 from rules.severity import RANK, SEVERITIES, at_least
 
 SEVERITY_CHOICES = [(s, s) for s in SEVERITIES]
-# below this a report cluster opens no team cluster (DESIGN: "cold start excluded" is not an incident)
+# below this a report cluster opens no team cluster: a cold start is not an incident (docs/rules.md)
 CLUSTER_MIN_SEVERITY = "warning"
 
 # sent once a report is stored: sender=Trace, trace=..., transitions=[ClusterTransition, ...]
