@@ -22,7 +22,7 @@ def closed_loop_section(context, cluster) -> dict:
 def finding_orders(record, rule_id: str, trace_id: int) -> list:
     """The closed loop's orders for a finding on the trace page: its cluster's outstanding ones
     and those this trace made (`record`: the finding's ClusterRecord, None on a rule test)."""
-    if record is None:
+    if not record:  # a rule test's findings have no cluster (and no `c` in the template)
         return []
     rows = closed_loop_page.orders_for_trace(trace_id, [record.pk]).get(record.pk, [])
     return [r for r in rows if r.order.rule_id == rule_id]
