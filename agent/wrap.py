@@ -98,11 +98,13 @@ class BoundedLog:
 MAX_PARTIAL_LINE = 1 << 16
 
 
-def _tee(fd: int, terminal: BinaryIO, out: BoundedLog) -> None:
+def _tee(pipe: BinaryIO, terminal: BinaryIO, out: BoundedLog) -> None:
     """Copy one stream to the terminal as it comes and to the shared log a line at a time,
-    so stdout and stderr interleave by whole lines, never inside one."""
+    so stdout and stderr interleave by whole lines, never inside one. The pipe is closed
+    through its file object: closing its bare descriptor left the object to close that number
+    again later, by then another file's (the shipper's socket: `OSError: [Errno 9]` at exit)."""
     partial = b""
-    while data := os.read(fd, 1 << 16):
+    while data := os.read(pipe.fileno(), 1 << 16):
         try:
             terminal.write(data)
             terminal.flush()
@@ -117,7 +119,7 @@ def _tee(fd: int, terminal: BinaryIO, out: BoundedLog) -> None:
             partial = partial[cut:]
     if partial:
         out.write(partial)
-    os.close(fd)
+    pipe.close()
 
 
 def wrap(cmd: list[str], spool: Spool, labels: dict[str, str], sampler: Sampler | None = None,
@@ -148,7 +150,7 @@ def wrap(cmd: list[str], spool: Spool, labels: dict[str, str], sampler: Sampler 
         return 127
     if services:
         services.start()
-    tees = [threading.Thread(target=_tee, args=(pipe.fileno(), term, output), daemon=True)
+    tees = [threading.Thread(target=_tee, args=(pipe, term, output), daemon=True)
             for pipe, term in ((proc.stdout, stdout or sys.stdout.buffer), (proc.stderr, stderr or sys.stderr.buffer))]
     for t in tees:
         t.start()
@@ -166,17 +168,39 @@ def wrap(cmd: list[str], spool: Spool, labels: dict[str, str], sampler: Sampler 
         services.stop()
     rc = proc.returncode if proc.returncode >= 0 else 128 - proc.returncode
     spool.add_file(f"logs/{Path(cmd[0]).name}-{proc.pid}.log", output.path)
-    command = " ".join(shlex.join(cmd).split())  # one line, for a label and a title
+    command = " ".join(shlex.join(cmd).split())  # one line that a shell runs again, for the label
     outcome = {"capture": "wrap", "command": command[:200], "exit_code": str(rc), "failed": "true" if rc else "false"}
     if proc.returncode < 0:
         outcome["signal"] = _signal_name(-proc.returncode)
     bundle = capture.finish({**labels, **outcome}, started, time.time(),
-                            name=f"{labels.get('host', '')}: {command[:120]} (exit {rc})")
+                            name=f"{labels.get('host', '')}: {command_title(cmd)} (exit {rc})")
     shutil.rmtree(work, ignore_errors=True)
     if rc:
         log.warning("%s exited with %d; flagged in the bundle's labels", cmd[0], rc)
     _ship(bundle, spool, shipper, ship_timeout)
     return rc
+
+
+TITLE_CHARS = 80
+
+
+def command_title(cmd: list[str], limit: int = TITLE_CHARS) -> str:
+    """The command as a person reads it, for a trace's name: one line, an argument with spaces
+    in the quotes it does not contain (shlex's `'"'"'` escapes are for shells, not titles),
+    cut at `limit` characters with an ellipsis."""
+    words = []
+    for arg in cmd:
+        arg = " ".join(arg.split())
+        if arg and not any(c in arg for c in " \t'\"$`|&;<>()*?[]#~"):
+            words.append(arg)
+        elif '"' not in arg:
+            words.append(f'"{arg}"')
+        elif "'" not in arg:
+            words.append(f"'{arg}'")
+        else:
+            words.append(arg)  # both quotes inside: shown as it is
+    title = " ".join(words)
+    return title if len(title) <= limit else title[:limit - 1].rstrip() + "…"
 
 
 def _signal_name(number: int) -> str:

@@ -2,6 +2,8 @@ import io
 import json
 import os
 import sys
+import shlex
+import subprocess
 import threading
 import time
 import tarfile
@@ -11,7 +13,7 @@ from agent.main import main
 from agent.nvml_sampler import Sampler
 from agent.spool import Spool
 from agent.uploader import ApiClient, Shipper
-from agent.wrap import BoundedLog, _tee, wrap
+from agent.wrap import BoundedLog, _tee, command_title, wrap
 from ingest.bundle import expand
 from ingest.parsers import detect
 from tests.support.nvml_sampler import FakeReader
@@ -118,7 +120,7 @@ def test_stdout_and_stderr_interleave_by_whole_lines(tmp_path):
     """A partial line on one stream must not be split by a line from the other."""
     log = BoundedLog(tmp_path / "out.log")
     (ra, wa), (rb, wb) = os.pipe(), os.pipe()
-    tees = [threading.Thread(target=_tee, args=(r, io.BytesIO(), log)) for r in (ra, rb)]
+    tees = [threading.Thread(target=_tee, args=(os.fdopen(r, "rb"), io.BytesIO(), log)) for r in (ra, rb)]
     for t in tees:
         t.start()
     os.write(wa, b"loss 2.")        # half a line on stdout...
@@ -143,3 +145,43 @@ def test_a_command_killed_by_a_signal_is_labelled_with_it(tmp_path):
     assert rc == 128 + 9
     labels = spool.bundles()[0].meta["labels"]
     assert (labels["exit_code"], labels["signal"], labels["failed"]) == ("137", "SIGKILL", "true")
+
+
+def test_a_real_wrap_run_ends_without_a_traceback_and_names_the_command_readably(tmp_path, stub_server):
+    """Issue 32: every `tracedoc-agent wrap` ended with `OSError: [Errno 9]` (the output pipes'
+    descriptors closed twice, the second time the shipper's socket that reused the number), and
+    its trace name showed the shell's `'"'"'` quoting. The agent as a process, shipping to a
+    server, heartbeat on."""
+    server = stub_server(lambda rec: (201, {"id": 7, "state": "received", "web_url": "http://s/traces/7/"}),
+                         keep_alive=True)
+    script = "echo \"it's done\"; echo warn >&2; exit 0"
+    run = subprocess.run([sys.executable, "-m", "agent.main", "wrap", "--server", server.url, "--token", "tok",
+                          "--spool", str(tmp_path / "spool"), "--labels", "host=gpu-a", "--", "sh", "-c", script],
+                         capture_output=True, text=True, timeout=120, cwd=Path(__file__).resolve().parents[2])
+    assert run.returncode == 0, run.stderr
+    assert "it's done" in run.stdout and "shipped as trace 7" in run.stderr
+    assert "Traceback" not in run.stderr and "Errno 9" not in run.stderr, run.stderr
+    [upload] = [r for r in server.received if r.fields.get("name")]
+    assert upload.fields["name"] == "gpu-a: sh -c echo \"it's done\"; echo warn >&2; exit 0 (exit 0)"
+    assert json.loads(upload.fields["labels"])["command"] == shlex.join(["sh", "-c", script])  # runs again
+
+
+def test_command_titles_read_as_typed_and_stay_short():
+    assert command_title(["bash", "-lc", "torchrun --nproc 8 train.py && echo ok"]) == \
+        'bash -lc "torchrun --nproc 8 train.py && echo ok"'
+    assert command_title(["python", "train.py", "--lr", "3e-4"]) == "python train.py --lr 3e-4"
+    assert command_title(["python", "-c", 'print("a\n  b")']) == "python -c 'print(\"a b\")'"
+    long = command_title(["python", "-c", "x" * 300])
+    assert len(long) == 80 and long.endswith("…")
+
+
+def test_the_tee_closes_the_pipe_through_its_file_object(tmp_path):
+    """A bare os.close left the file object open on a number the next socket reuses: closing
+    the object later (when the Popen goes) closed that socket instead."""
+    log = BoundedLog(tmp_path / "out.log")
+    r, w = os.pipe()
+    pipe = os.fdopen(r, "rb")
+    os.write(w, b"done\n")
+    os.close(w)
+    _tee(pipe, io.BytesIO(), log)
+    assert pipe.closed

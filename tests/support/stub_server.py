@@ -43,7 +43,7 @@ def decode_multipart(content_type: str, body: bytes) -> tuple[dict[str, str], li
 class StubServer:
     """`respond(received) -> (status, json-able body)` decides each answer."""
 
-    def __init__(self, respond: Callable[[Received], tuple[int, object]]):
+    def __init__(self, respond: Callable[[Received], tuple[int, object]], keep_alive: bool = False):
         self.respond, self.received = respond, []
         stub = self
 
@@ -64,6 +64,8 @@ class StubServer:
                 self.wfile.write(data)
 
             do_GET = do_POST = _handle
+            # keep-alive (as Django's and gunicorn's servers answer): clients keep the socket pooled
+            protocol_version = "HTTP/1.1" if keep_alive else "HTTP/1.0"
 
             def log_message(self, *args):  # keep test output quiet
                 pass
@@ -95,8 +97,8 @@ def stub_server():
     """Call with a respond function; the servers are shut down after the test."""
     servers = []
 
-    def start(respond):
-        server = StubServer(respond).__enter__()
+    def start(respond, keep_alive: bool = False):
+        server = StubServer(respond, keep_alive).__enter__()
         servers.append(server)
         return server
 
