@@ -12,8 +12,7 @@ from __future__ import annotations
 
 from ingest.events import EventSink, ParseError, ParseReport, clamp_int
 from ingest.parsers.nvidia_smi.common import device_index
-from ingest.parsers.telemetry import iter_lines
-from ingest.parsers.nvidia_smi.dmon import RowClock, figures
+from ingest.parsers.nvidia_smi.monitor_rows import MonitorRows, figures
 
 FORMAT = "nvidia_smi_pmon"
 SOURCE = "nvidia_smi"
@@ -36,44 +35,19 @@ def sniff(head: bytes, name: str) -> bool:
 
 
 def parse(path, sink: EventSink, report: ParseReport) -> None:
-    names: list[str] = []
-    units: list[str] = []
+    table = MonitorRows(lambda words: "gpu" in words and "pid" in words, command_last=True,
+                        before_header="row before a '# gpu pid ...' header")
     processes = 0
-    clock = RowClock()
-    for lineno, line in iter_lines(path):
-        if not line.strip():
-            continue
-        if line.startswith("#"):
-            words = line[1:].split()
-            lowered = [w.lower() for w in words]
-            if "gpu" in lowered and "pid" in lowered:
-                names, units = lowered, []
-            elif names and len(words) >= len(names) - 1:
-                units = words
-            continue
-        loc = f"line {lineno}"
-        if not names:
-            report.skipped["row before a '# gpu pid ...' header"] += 1
-            continue
-        cells = line.split(None, len(names) - 1)  # the command is last and may hold spaces
-        if len(cells) < len(names) - 1:
-            report.warn(f"{loc}: {len(cells)} values for {len(names)} header columns; skipped")
-            report.skipped["row not matching the header"] += 1
-            continue
-        row = dict(zip(names, cells))
-        ts = clock.stamp(row)
-        if ts is None:
-            report.skipped["row with a bad time"] += 1
-            continue
+    for loc, ts, row in table.read(path, report):
         pid = clamp_int(row.get("pid"))
         if pid < 0:
             continue  # "-": no process on this GPU in this interval
         processes += 1
-        _emit_row(sink, report, ts, row, names, units, pid, loc)
-    if not clock.rows:
+        _emit_row(sink, report, ts, row, table.names, table.units, pid, loc)
+    if not table.clock.rows:
         raise ParseError(str(path), "line 1", "nvidia-smi pmon rows under a '# gpu pid type ...' header")
     report.meta["processes_seen"] = processes
-    report.set_clock(RowClock.declared(names, "pmon", "rows are in capture order"))
+    report.set_clock(table.clock.declared(table.names, "pmon", "rows are in capture order"))
 
 
 def _emit_row(sink: EventSink, report: ParseReport, ts: int, row: dict, names: list[str],
