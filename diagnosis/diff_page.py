@@ -2,6 +2,8 @@
 vanish or stay, the SLI deltas and the verdict, from the two stored reports."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET
@@ -37,7 +39,53 @@ def trace_diff_pick(request, trace_id: int):
     return redirect("ingest:trace-diff", trace.pk, base_id)
 
 
-def compare_candidates(trace: Trace, limit: int = 50) -> list[Trace]:
-    """The other diagnosed traces of the trace's team, newest first: what the select offers."""
-    return list(Trace.objects.filter(team=trace.team, state=Trace.State.DONE).exclude(pk=trace.pk)
-                .defer("report").order_by("-created_at")[:limit])
+# labels that differ between any two runs of one job: they say nothing about which runs are alike
+RUN_LABELS = frozenset({"window_start", "window_end", "exit_code", "failed", "signal", "agent_version", "source",
+                        "capture"})
+# preselected only from this likeness on: the same name, or two shared labels (one, such as the
+# host alone, is shared by unrelated jobs)
+PRESELECT_FROM = 2
+
+
+def _run_name(name: str) -> str:
+    """A name without a wrap's " (exit N)" ending: two runs of one command are one name."""
+    head, sep, tail = name.rstrip().rpartition(" (exit ")
+    return head if sep and tail.endswith(")") and tail[:-1].isdigit() else name.strip()
+
+
+@dataclass(frozen=True)
+class CompareChoices:
+    """What the trace page's "Compare with…" select offers: the traces like this one first
+    (`similar`, most alike, then the previous run), then the others newest first; `preselected`
+    is the most alike one, or None when none shares a name or a label with it (the select
+    then asks for a pick rather than guessing an unrelated trace)."""
+    similar: list[Trace]
+    others: list[Trace]
+    preselected: Trace | None
+
+    def __bool__(self) -> bool:
+        return bool(self.similar or self.others)
+
+
+def likeness(trace: Trace, other: Trace) -> int:
+    """How alike two traces of a team are: the same name (a wrap's exit code left out) counts
+    three, each shared label that is not a run's own (time window, exit code) one."""
+    same_name = bool(trace.name) and _run_name(trace.name) == _run_name(other.name)
+    shared = {(k, str(v)) for k, v in trace.labels.items() if k not in RUN_LABELS} & \
+             {(k, str(v)) for k, v in other.labels.items() if k not in RUN_LABELS}
+    return 3 * same_name + len(shared) + 3 * (other.pk == trace.adds_to_id)
+
+
+def compare_candidates(trace: Trace, limit: int = 50, scan: int = 500) -> CompareChoices:
+    """The other diagnosed traces of the trace's team (the newest `scan`), the ones like it
+    first: the most alike, and among equals the previous run (received before it, newest)."""
+    recent = list(Trace.objects.filter(team=trace.team, state=Trace.State.DONE).exclude(pk=trace.pk)
+                  .defer("report").order_by("-created_at")[:scan])
+    scored = [(likeness(trace, t), t) for t in recent]
+    similar = [t for score, t in sorted((p for p in scored if p[0] > 0),
+                                        key=lambda p: (-p[0], p[1].created_at > trace.created_at,
+                                                       -p[1].created_at.timestamp()))]
+    others = [t for score, t in scored if score == 0]
+    similar = similar[:limit]
+    best = similar[0] if similar and likeness(trace, similar[0]) >= PRESELECT_FROM else None
+    return CompareChoices(similar, others[:max(0, limit - len(similar))], best)

@@ -83,6 +83,9 @@ def test_the_page_shows_clusters_slis_and_verdict_and_the_trace_page_links_it(cl
     client.force_login(alice)
     trace_page = client.get(f"/traces/{new.pk}/").content.decode()
     assert f'<option value="{base.pk}">' in trace_page
+    assert '<option value="" selected>pick a trace</option>' in trace_page  # nothing alike: no guess
+    Trace.objects.filter(pk__in=(base.pk, new.pk)).update(labels={"model": "llama-8b", "env": "bench"})
+    assert f'<option value="{base.pk}" selected>' in client.get(f"/traces/{new.pk}/").content.decode()
     picked = client.get(f"/traces/{new.pk}/diff/", {"base": base.pk})
     assert picked.status_code == 302 and picked["Location"] == PAGE.format(new.pk, base.pk)
 
