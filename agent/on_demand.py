@@ -1,5 +1,6 @@
 """The agent side of on-demand captures (see agent.hook for the program side): capture orders
-from the heartbeat's answer become request files in the capture folder; a finished result
+from the heartbeat's answer become request files in the capture folder (an `nvml_burst` the
+agent takes itself, agent.nvml_burst); a finished result
 folder becomes one bundle labelled with its request, shipped on its own; a request nobody
 took or finished in time, or one that failed, is reported back in the next heartbeat."""
 from __future__ import annotations
@@ -13,6 +14,8 @@ from pathlib import Path
 from typing import Callable
 
 from agent.hook import folders, write_json
+from agent.nvml_burst import NVML_BURST, start_burst
+from agent.nvml_sampler import DeviceReader, NvmlReader
 from agent.spool import Bundle, Spool
 
 log = logging.getLogger(__name__)
@@ -31,8 +34,9 @@ class OnDemand:
 
     def __init__(self, root: Path, spool: Spool, labels: dict[str, str],
                  deliver: Callable[[Callable[[], Bundle | None]], None], timeout: float = DEFAULT_TIMEOUT_S,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic, nvml: Callable[[], DeviceReader] = NvmlReader):
         self.root, self.spool, self.labels, self.deliver = Path(root), spool, labels, deliver
+        self.nvml = nvml
         self.requests, self.taken, self.results = folders(self.root)
         self.timeout, self.clock = timeout, clock
         self.outstanding: dict[int, _Outstanding] = {}
@@ -43,14 +47,20 @@ class OnDemand:
             rid = int(order["id"])
             if rid in self.outstanding:
                 continue
-            write_json(self.requests / f"{rid}.json", order)
             self.outstanding[rid] = _Outstanding(order, self.clock() + self._patience(order))
+            if order.get("kind") == NVML_BURST:  # the agent's own capture: no program hook involved
+                start_burst(order, self.results, self.labels.get("host"), self.nvml)
+                log.info("capture request %d: NVML at a high rate for %s s", rid, order.get("duration_s"))
+                continue
+            write_json(self.requests / f"{rid}.json", order)
             log.info("capture request %d (%s) waits for a process to take it in %s", rid, order.get("kind"),
                      self.root)
 
     def _patience(self, order: dict) -> float:
         """How long the agent waits for a result: an order that waits for an occurrence (the
         next slow step, stall or OOM) may wait until it expires, and then take its capture."""
+        if order.get("kind") == NVML_BURST:
+            return self.timeout + float(order.get("duration_s") or 0)
         if (order.get("trigger") or "now") == "now":
             return self.timeout
         return max(self.timeout, float(order.get("expires_in") or 0) + self.timeout)

@@ -115,3 +115,22 @@ def test_memory_reports_are_gpu_ecc(tmp_path):
     _, found = _found(tmp_path, "dmesg.log", "NVRM: Xid (PCI:0000:00:08): 94, pid='<unknown>', name=<unknown>, "
                                              "Contained: SM (0x1). RST: No, D-RST: No\n")
     assert found["gpu.ecc"]["severity"] == "error" and found["gpu.xid"]["severity"] == "error"
+
+
+def test_throttling_seen_in_samples_a_second_apart_asks_for_an_nvml_burst(tmp_path):
+    """nvidia-smi's CSV logger samples once a second: the finding's plan asks the agent for NVML at
+    100 Hz; the same slowdown in NVML samples (the agent's own, or a burst) asks for nothing."""
+    header = ("timestamp, index, utilization.gpu [%], clocks.sm [MHz], power.draw [W], "
+              "clocks_event_reasons.active")
+    rows = [f"2026/12/01 10:00:{s:02d}.000, 0, 100 %, {1410 if 10 <= s < 20 else 1980} MHz, 700.00 W, "
+            f"{'0x000000000000000C' if 10 <= s < 20 else '0x0000000000000000'}" for s in range(40)]
+    path = tmp_path / "nvidia_smi_query.csv"
+    path.write_text("\n".join([header] + rows) + "\n")
+    found = roots(path)["gpu.throttling"]
+    assert found["capture"]["kind"] == "nvml_burst" and found["capture"]["duration_s"] == 30
+    lines = corpus("h200", "nvml", "nvml_samples.jsonl").read_text().splitlines()[:400]
+    burst = tmp_path / "burst" / "nvml_samples.jsonl"
+    burst.parent.mkdir()
+    burst.write_text("\n".join(json.dumps({**json.loads(line), "throttle_reasons": HW_SLOWDOWN, "util_gpu": 100})
+                               for line in lines) + "\n")
+    assert roots(burst)["gpu.throttling"].get("capture") is None

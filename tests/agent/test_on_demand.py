@@ -79,3 +79,60 @@ def test_the_hook_is_inert_without_a_capture_folder(monkeypatch):
     for _ in range(3):
         hook.step()
     assert hook.root is None
+
+
+def wait_for(on_demand, shipped, seconds=10.0):
+    import time
+    deadline = time.monotonic() + seconds
+    while on_demand.outstanding and time.monotonic() < deadline:
+        on_demand.poll()
+        time.sleep(0.05)
+
+
+def test_an_nvml_burst_is_taken_by_the_agent_at_100_hz_and_parses_as_nvml_samples(tmp_path):
+    from tests.support.nvml_sampler import FakeReader, parse_events
+    spool = Spool(tmp_path / "spool")
+    shipped = []
+    on_demand = OnDemand(tmp_path / "capture", spool, {"host": "h"}, deliver=lambda job: shipped.append(job()),
+                         nvml=FakeReader)
+    on_demand.take([{"id": 11, "kind": "nvml_burst", "duration_s": 1.5}])
+    assert not (tmp_path / "capture" / "requests" / "11.json").exists()  # no program hook involved
+    wait_for(on_demand, shipped)
+    [bundle] = shipped
+    assert bundle.meta["labels"]["capture_kind"] == "nvml_burst"
+    with tarfile.open(bundle.path, "r:gz") as tar:
+        [member] = tar.getmembers()
+        data = tar.extractfile(member).read()
+    assert member.name == "capture/nvml_burst_h.jsonl"
+    report, ev = parse_events(tmp_path, data)
+    assert report.format == "nvml_jsonl" and not report.skipped
+    util = ev[(ev.name == "gpu.util") & (ev.device == 0)].sort_values("ts")
+    # 1.5 s at 100 Hz on an idle test machine: well over the agent's 10 Hz, under the 100 Hz ceiling
+    assert 60 <= len(util) <= 151
+    assert 8e6 <= util.ts.diff().median() <= 15e6  # ns: a sample every 10 ms
+    assert 1 in set(ev[ev.name == "ThrottleReason"].device)  # the power cap of the fake GPU 1
+
+
+def test_an_nvml_burst_stays_within_its_byte_bound_in_whole_lines(tmp_path):
+    from tests.support.nvml_sampler import FakeReader
+    on_demand, _, shipped = make(tmp_path)
+    on_demand.nvml = FakeReader
+    on_demand.take([{"id": 12, "kind": "nvml_burst", "duration_s": 5, "max_bytes": 3000}])
+    wait_for(on_demand, shipped)
+    [bundle] = shipped
+    with tarfile.open(bundle.path, "r:gz") as tar:
+        data = tar.extractfile(tar.getmembers()[0]).read()
+    assert 0 < len(data) <= 3000 and data.endswith(b"\n")
+    assert all(json.loads(line) for line in data.splitlines())
+
+
+def test_an_nvml_burst_without_nvml_fails_with_the_reason(tmp_path):
+    from agent.nvml_sampler import NvmlUnavailable
+
+    def no_nvml():
+        raise NvmlUnavailable("NVML could not start (NVML Shared Library Not Found)")
+    on_demand, _, shipped = make(tmp_path)
+    on_demand.nvml = no_nvml
+    on_demand.take([{"id": 13, "kind": "nvml_burst", "duration_s": 1}])
+    wait_for(on_demand, shipped)
+    assert shipped == [] and "no NVML on this host" in on_demand.failed["13"]
