@@ -67,7 +67,7 @@ def test_a_team_whose_loop_is_off_is_told_so(page):
 
 def test_orders_with_state_and_before_after_linking_both_traces(page):
     world, section = page()
-    rows = dict(re.findall(r'<tr data-order="(\d+)">(.*?)</tr>', section, re.S))
+    rows = dict(re.findall(r'<tbody data-order="(\d+)">(.*?)</tbody>', section, re.S))
     assert set(rows) == {str(world.done.pk), str(world.queued.pk)}  # the person's request is not the loop's
     done = text(rows[str(world.done.pk)])
     assert done.startswith("gpu-7 profiler window done")
@@ -79,7 +79,7 @@ def test_orders_with_state_and_before_after_linking_both_traces(page):
     assert f'href="/traces/{world.first.pk}/#finding-{asked}"' in rows[str(world.done.pk)]
     assert re.search(rf'href="/traces/{world.capture.pk}/#finding-F\d+"><code>latency.spike-host-work', rows[str(world.done.pk)])
     queued = text(rows[str(world.queued.pk)])
-    assert queued.startswith("gpu-8 profiler window queued") and "expires 19 hours from now" in queued
+    assert queued.startswith("gpu-8 profiler window queued") and "· expires 19 hours from now" in queued
     assert "waiting for the capture, taken at the next step over 1.5x the running median" in queued
 
 

@@ -58,7 +58,7 @@ def closed_loop_world(team, user, reports: Reports, policy_on: bool = True) -> W
         done = CaptureRequest.objects.get(host__name="gpu-7", origin="auto")
     else:  # the loop was on when it ordered
         done = CaptureRequest.objects.create(
-            team=team, host=Host.objects.get(team=team, name="gpu-7"), kind="profiler", trigger="slow_step",
+            team=team, host=Host.objects.get(team=team, name="gpu-7"), kind="profiler", steps=30, trigger="slow_step",
             plan=FindingRecord.objects.get(trace=first, rule_id="latency.jitter").capture, origin="auto",
             cluster=cluster, rule_id="latency.jitter", source_trace=first,
             before={"trace": first.pk, "finding": "F2", "rule_id": "latency.jitter"})
@@ -69,7 +69,7 @@ def closed_loop_world(team, user, reports: Reports, policy_on: bool = True) -> W
     record_report(capture, reports.answered)  # record_outcome keeps before -> after on the order
     done.refresh_from_db()
     queued = CaptureRequest.objects.create(
-        team=team, host=Host.objects.get(team=team, name="gpu-8"), kind="profiler", trigger="slow_step",
+        team=team, host=Host.objects.get(team=team, name="gpu-8"), kind="profiler", steps=30, trigger="slow_step",
         plan=done.plan, origin="auto", cluster=cluster, rule_id="latency.jitter", source_trace=first,
         before=done.before, expires_at=now + timedelta(hours=20))
     by_person = Host.objects.get(team=team, name="gpu-7").ask("flight_recorder", 20, user)
