@@ -212,6 +212,8 @@ STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"
 STATIC_ROOT.mkdir(exist_ok=True)  # whitenoise warns about a missing folder before collectstatic
 STATICFILES_DIRS = [BASE_DIR / "static"]
+# `make run` (DEBUG off) serves static/ itself, edits included, without a collectstatic
+WHITENOISE_USE_FINDERS = WHITENOISE_AUTOREFRESH = envbool("TRACEDOC_STATIC_FROM_SOURCE", False)
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"
