@@ -27,6 +27,7 @@ def page(infra, alice, spiky):
         response = client.get(f"/clusters/{world.cluster.pk}/")
         assert response.status_code == 200
         html = response.content.decode()
+        assert html.count('id="closed-loop"') == 1
         start = html.index('id="closed-loop"')
         return world, html[start:html.index("</section>", start)]
     return open_page
