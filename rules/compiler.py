@@ -18,6 +18,7 @@ from rules.expressions import (AGG_ROWS, Condition, ExprError, Having, condition
 from rules.features import get_feature, list_features
 from rules.modifiers import ANY, NUMBER, NUMERIC_COLUMNS, TEXT, FieldTest, compile_field_test, parse_key
 from rules.quantities import parse_duration
+from rules.rule import Rule
 from rules.template import ROW_ROOTS, SCALAR_ROOTS, Template, TemplateError, parse_template
 
 TEXT_COLUMNS = tuple(c for c in COLUMNS if c not in NUMERIC_COLUMNS)
@@ -124,24 +125,23 @@ class CompiledRule:
         return self.rule.id
 
 
-def compile_rule(rule) -> CompiledRule:
+def compile_rule(rule: Rule) -> CompiledRule:
     """Compile a loaded Rule (rules.rule.Rule). Raises CompileError with a document path."""
-    data = rule.data
-    match = data["match"]
+    match = rule.match
     if len(match) > limits.MAX_SELECTIONS:
         raise CompileError(f"{len(match)} selections (limit {limits.MAX_SELECTIONS})", ("match",))
     selections = {name: compile_selection(name, spec, ("match", name)) for name, spec in match.items()}
     names = list(selections)
 
     condition = source = aggregate = sequence = None
-    if "sequence" in data:
-        if "condition" in data:
+    if rule.sequence is not None:
+        if rule.condition is not None:
             raise CompileError("a sequence rule takes its selections from sequence.steps: remove `condition`",
                                ("condition",))
-        sequence = _compile_sequence(data["sequence"], names)
+        sequence = _compile_sequence(rule.sequence, names)
     else:
         try:
-            condition = parse_condition(str(data["condition"]), names)
+            condition = parse_condition(str(rule.condition), names)
         except ExprError as e:
             raise CompileError(e.message, ("condition",), e.offset) from None
         used = condition_names(condition)
@@ -154,15 +154,15 @@ def compile_rule(rule) -> CompiledRule:
         unused = [n for n in names if n not in used]
         if unused:
             raise CompileError(f"selection {unused[0]!r} is defined but never used in condition", ("match", unused[0]))
-        if "aggregate" in data:
-            aggregate = _compile_aggregate(data["aggregate"], source)
+        if rule.aggregate is not None:
+            aggregate = _compile_aggregate(rule.aggregate, source)
 
     by = aggregate.by if aggregate else sequence.by if sequence else ()
     row_roots = set(ROW_ROOTS) | (set(sequence.steps) | ({sequence.absent} if sequence.absent else set())
                                   if sequence else set())
     roots = set(SCALAR_ROOTS) | set(by)
-    explain = _template(data["explain"], roots, row_roots, ("explain",))
-    recommend = [_template(t, roots, row_roots, ("recommend", i)) for i, t in enumerate(data.get("recommend") or [])]
+    explain = _template(rule.explain, roots, row_roots, ("explain",))
+    recommend = [_template(t, roots, row_roots, ("recommend", i)) for i, t in enumerate(rule.recommend)]
 
     metrics = {("count", None)}
     if aggregate and aggregate.having:
@@ -183,7 +183,7 @@ def compile_rule(rule) -> CompiledRule:
     return CompiledRule(rule=rule, selections=selections, condition=condition, source=source,
                             aggregate=aggregate, sequence=sequence, explain=explain, recommend=recommend,
                             metrics=tuple(sorted(metrics, key=lambda m: metric_name(*m))),
-                            fingerprint=tuple(data.get("fingerprint") or ()))
+                            fingerprint=tuple(rule.fingerprint))
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,9 @@ from rules.rule_yaml import unmarked
 
 @dataclass
 class Rule:
-    """A validated rule. `data` is the document as loaded; `source` its YAML text."""
+    """A validated rule: each key of the document as an attribute (what the compiler reads),
+    `data` the document as loaded (what the API shows and the pack cache stores), `source`
+    its YAML text."""
     id: str
     version: int
     title: str
@@ -31,11 +33,17 @@ class Rule:
     causes: list = field(default_factory=list)
     suppresses: list = field(default_factory=list)
     tests: dict = field(default_factory=dict)
+    match: dict = field(default_factory=dict)     # selection name -> spec
+    condition: str | None = None                  # absent in a sequence rule
+    aggregate: dict | None = None
+    sequence: dict | None = None
+    capture: dict | None = None
 
     @classmethod
     def from_data(cls, data: dict, file: str, line: int, source: str) -> "Rule":
         keys = ("owner", "tags", "root_cause", "slo", "description", "explain", "recommend", "references",
-                "fingerprint", "causes", "suppresses", "tests")
+                "fingerprint", "causes", "suppresses", "tests", "match", "condition", "aggregate", "sequence",
+                "capture")
         return cls(id=data["id"], version=data["version"], title=data["title"], status=data["status"],
                    severity=data["severity"], data=unmarked(data), file=str(file), line=line, source=source,
                    **{k: unmarked(data[k]) for k in keys if k in data})
@@ -46,4 +54,4 @@ class Rule:
     @property
     def capture_plan(self) -> CapturePlan | None:
         """The capture that would decide this rule's findings (checked when the rule was loaded)."""
-        return parse_plan(self.data["capture"]) if "capture" in self.data else None
+        return parse_plan(self.capture) if self.capture is not None else None

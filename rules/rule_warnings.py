@@ -76,7 +76,7 @@ def _same_selection_twice(rule: Rule) -> list[str]:
     """Two selections with the same spec: one of them is likely meant to differ."""
     first: dict[str, str] = {}
     out: list[str] = []
-    for name, spec in (rule.data.get("match") or {}).items():
+    for name, spec in rule.match.items():
         key = json.dumps(spec, sort_keys=True, default=str)  # the same spec written in another order too
         if key in first:
             out.append(f"selection {name!r} is the same as {first[key]!r}")

@@ -13,7 +13,7 @@ def compile_errors(rule: Rule, doc, filename: str) -> list[RuleError]:
     """Every selection's error first (each compiles on its own, so an editor can show them
     all at once), then, when they all compile, the rule's first whole-rule error."""
     errors = []
-    for name, spec in (rule.data.get("match") or {}).items():
+    for name, spec in rule.match.items():
         try:
             compile_selection(name, spec, ("match", name))
         except CompileError as e:
