@@ -139,7 +139,7 @@ def _line_numbers(mm: mmap.mmap, offsets: list[int]) -> dict[int, int]:
 # exception follows ("During handling of the above exception..."). Compared only where a range
 # read one before writing it (`_RangeParser`), or one traceback early in a file would make
 # every later range's warm-up "too short".
-STICKY = ("last_traceback_loc", "last_thread", "last_error")
+STICKY = ("last_traceback_loc", "last_thread", "last_error", "kv_limits")
 
 
 def state_digest(p: LogParser, next_line: int) -> str:
@@ -148,7 +148,8 @@ def state_digest(p: LogParser, next_line: int) -> str:
     left out (the parser drops them only when the next error line comes, so two equal states
     may still hold them)."""
     recent = sorted((repr(k), list(v)) for k, v in p.recent_errors.items() if next_line - v[0] <= REPEAT_WINDOW)
-    state = (p.last_ts, p.stamped, repr(p.block), p.chained_after, p.thread, recent, repr(p.wrap))
+    held = (p.held_oom.lines[0].no, p.held_oom.lines[-1].no) if p.held_oom is not None else None
+    state = (p.last_ts, p.stamped, repr(p.block), p.chained_after, p.thread, recent, repr(p.wrap), held)
     return hashlib.sha256(repr(state).encode()).hexdigest()
 
 
@@ -171,6 +172,7 @@ class _RangeParser(LogParser):
     last_traceback_loc = _sticky_property("last_traceback_loc")
     last_thread = _sticky_property("last_thread")
     last_error = _sticky_property("last_error")
+    kv_limits = _sticky_property("kv_limits")
 
     def __init__(self, *args, **kwargs):
         self._tracking, self._written, self.read_before_written = False, set(), set()
@@ -228,6 +230,7 @@ def parse_range(path: Path, rng: LineRange, name: str, year: int, on_batch: Call
             parser._flush_wrap()
             parser._close_block()
             parser._flush_wrap()
+            parser._release_oom()  # else the next range, whose warm-up holds it too, decides it
     except EventLimitReached:
         out.limited = True  # the merge falls back to the single parse, which stops where the bound says
     sink.flush()

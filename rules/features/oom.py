@@ -120,6 +120,9 @@ def classify(f: dict) -> tuple[str, str]:
     if R >= ABSURD_REQUEST_BYTES and not (T and R <= T):
         return "capacity", (f"the request ({_b(R)}) is larger than any GPU's memory: a size computed wrongly "
                             "(a shape, overflow or corrupted length), which no setting can serve")
+    if T and R > T:
+        # no free figure (a unified-memory "free" above the card's total included) can serve it
+        return "capacity", f"the request ({_b(R)}) is larger than the whole device ({_b(T)})"
     if cap is not None and T and cap < CAP_SHARE * T:
         return "process_cap", (f"the process may use only {_b(cap)} of the device's {_b(T)} "
                                f"(a per-process cap){f', while {_b(F)} was free on the device' if F else ''}")
@@ -138,8 +141,6 @@ def classify(f: dict) -> tuple[str, str]:
         return "capacity", (f"the {_b(R)} request needs nearly all of the {_b(F)} free"
                             f"{f' of {_b(T)}' if T else ''}: the {_b(F - R)} left over is less than the "
                             "allocator's rounding and the driver's own needs, so the device is effectively full")
-    if T and R > T:
-        return "capacity", f"the request ({_b(R)}) is larger than the whole device ({_b(T)})"
     if U is not None and Rsv:
         share = U / Rsv
         room = (F or 0) + U

@@ -47,3 +47,18 @@ def assert_labelled_file(path: Path, entry: dict) -> None:
     assert_diagnosis(report, entry)
     if entry["root_cause"] != "none":
         assert report["findings"], "a failure in the file, and no finding at all"
+
+
+def labelled_cases(root: Path, strict_xfail: bool = False) -> list:
+    """One pytest param (path, entry) per EXPECTED.yaml entry of a blind round's folders; an entry's
+    `xfail` text marks it as a known miss."""
+    import pytest
+    import yaml
+
+    cases = []
+    for expected in sorted(root.glob("*/EXPECTED.yaml")):
+        for entry in yaml.safe_load(expected.read_text()) or []:
+            marks = [pytest.mark.xfail(reason=entry["xfail"], strict=strict_xfail)] if entry.get("xfail") else []
+            cases.append(pytest.param(expected.parent / entry["file"], entry,
+                                      id=f"{expected.parent.name}/{entry['file']}", marks=marks))
+    return cases

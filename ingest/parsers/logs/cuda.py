@@ -62,6 +62,7 @@ CUDA_ERRORS = (
     ("cudaErrorUnknown", 999, "unknown error"),
 )
 _BY_NAME = {name: (name, code) for name, code, _ in CUDA_ERRORS}
+_BY_MESSAGE = {msg: (name, code) for name, code, msg in CUDA_ERRORS}
 _BY_CODE = {code: (name, code) for name, code, _ in CUDA_ERRORS}
 # Driver API spelling: CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED -> cudaErrorStreamCaptureUnsupported
 _BY_DRIVER_NAME = {re.sub(r"(?<!^)(?=[A-Z])", "_", name[len("cudaError"):]).upper(): (name, code)
@@ -90,6 +91,9 @@ _GDB_EXCEPTION = re.compile(r"(?:CUDA Exception: |received signal CUDA_EXCEPTION
                             r"[A-Za-z -]{3,40}?)\.?\s*$")
 _DRIVER_NAME = re.compile(r"\bCUDA_ERROR_([A-Z_]+)")
 _CODE = re.compile(r"\bCUDA (?:failure|error) (\d{1,4})\b|\berror code[ =:]+(\d{3})\b|CudaAPIError: \[(\d{1,4})\]")
+# NCCL quotes cudaGetErrorString whole ("Cuda failure 'invalid argument'", "Cuda failure 2 'out of
+# memory'"): inside those quotes even the generic messages name their error
+_QUOTED = re.compile(r"\bCuda failure (?:\d{1,4} )?'([^'\n]{3,120})'")
 # Messages that only make sense as CUDA errors ("out of memory", "invalid argument" and
 # "unknown error" are too generic to recognise without a name or code).
 _MESSAGES = [(msg, _BY_NAME[name]) for name, _, msg in CUDA_ERRORS
@@ -175,6 +179,9 @@ def find_cuda_error(text: str) -> tuple[str, int] | None:
     for msg, hit in _MESSAGES:
         if msg in text:
             return hit
+    m = _QUOTED.search(text) if "Cuda failure" in text else None
+    if m and m.group(1) in _BY_MESSAGE:
+        return _BY_MESSAGE[m.group(1)]
     m = _CODE.search(text)
     if m:
         code = int(m.group(1) or m.group(2) or m.group(3))  # numba: "CudaAPIError: [700] Call to ..."

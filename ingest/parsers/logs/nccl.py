@@ -282,7 +282,8 @@ IB_STATUS = {
     12: "IBV_WC_RETRY_EXC_ERR (retries exhausted: the peer stopped acknowledging, its process died or the path "
     "to it failed)", 13: "IBV_WC_RNR_RETRY_EXC_ERR (the peer never posted a receive)",
 }
-_IB_COMPLETION = re.compile(r"NET/IB\w{0,8} ?: ?Got completion from peer (\S{1,80}?)(?:<(\d{1,6})>)? with "
+# NCCL < 2.12 did not name the peer: "NET/IB : Got completion with error 12, opcode 1, len 0, vendor err 129"
+_IB_COMPLETION = re.compile(r"NET/IB\w{0,8} ?: ?Got completion (?:from peer (\S{1,80}?)(?:<(\d{1,6})>)? )?with "
                             r"(?:status=|error )(\d{1,4})")
 _IB_FIELDS = {"opcode": re.compile(r"opcode[= ](\d{1,10})"), "length": re.compile(r"\blen[= ](\d{1,12})"),
               "vendor_err": re.compile(r"vendor err (\d{1,6})")}
@@ -339,8 +340,8 @@ def transport_failure(body: str) -> dict | None:
         for key, rx in _IB_FIELDS.items():
             f = rx.search(body, m.end())
             attrs[key] = int(f.group(1)) if f else None
-        attrs["detail"] = (f"IB completion error from peer {m.group(1)}: status {status} "
-                           f"{attrs['ib_status_name']}")
+        source = f" from peer {m.group(1)}" if m.group(1) else ""
+        attrs["detail"] = f"IB completion error{source}: status {status} {attrs['ib_status_name']}"
         return attrs
     for transport, rx in _TRANSPORT:
         m = rx.search(body)

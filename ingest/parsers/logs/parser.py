@@ -32,11 +32,13 @@ from ingest.parsers.logs.blocks import (CHAINED, DcgmDiagRow, DeviceAsserts, Fli
                                          SmiMemorySection, Traceback, starts_traceback)
 from ingest.parsers.logs.cuda import cuda_error_attrs, find_cuda_error
 from ingest.parsers.logs.dynamo import DynamoReport, unsupported_from_frames
+from ingest.parsers.logs.kv_budget import engine_limits, judge_blocks
 from ingest.parsers.logs.lines import LineHit, classify
 from ingest.parsers.logs.nccl import (API_SITES, MAX_WRAP_LINES, RETRYING, TRANSPORT_SITES, C10Backtrace, join_wrapped,
                                        record_incomplete)
 from ingest.parsers.logs.oom import TACTIC_SKIPPED, TRT_BUILD_FAILED, parse_oom
 from ingest.parsers.logs.prefix import split_line
+from ingest.parsers.logs.retried_oom import RETRY_NOTICE, HeldOOM
 from ingest.parsers.logs.year import YearHint, year_hint
 
 FORMAT = "log"
@@ -105,8 +107,10 @@ class LogParser:
         self.wrap: list[Line] = []          # an NCCL record cut by a terminal/logger wrap, still open
         self.tactic_oom: LineHit | None = None  # TensorRT skipped a tactic for want of memory
         self.held_net: tuple[list[Line], LineHit] | None = None  # a socket failure, until the next line
+        self.held_oom: HeldOOM | None = None  # an OOM, until the program says it retries (logs.retried_oom)
         self.chains: dict[tuple, dict] = {}  # (host, pid, tid) -> NCCL "file.cc:N -> code" chain followed
         self.ooms = 0                        # OOM events emitted
+        self.kv_limits: tuple | None = None  # vLLM's (max_seq_len, block_size), to judge its KV blocks line
         self.bfc_dump: list[Line] | None = None  # TF/XLA's BFC allocator dump (printed when an allocation failed)
         self.head: list[str] = []            # the first non-empty lines, to say what a structured file looked like
 
@@ -119,6 +123,7 @@ class LogParser:
         self._flush_wrap()
         self._close_block()
         self._flush_wrap()
+        self._release_oom()
         self._bfc_dump_alone()
         self._say_if_structured()
         self._emit_timeouts()
@@ -158,6 +163,8 @@ class LogParser:
         line.prefix, line.ts = p, self.last_ts
         if self.held_net is not None:
             self._release_net(retried=bool(RETRYING.search(p.body)))
+        if self.held_oom is not None and (RETRY_NOTICE.search(p.body) or self.held_oom.expired(line.no)):
+            self._release_oom(p.body if RETRY_NOTICE.search(p.body) else "")
         if self.wrap and self._continue_wrap(line):
             return
         if self.block is not None and self.block.offer(line):
@@ -282,6 +289,10 @@ class LogParser:
             return
         finding = classify(body) or LineHit("log", _origin_name(line))
         finding = self._tensorrt_build(body, finding)
+        if (limits := engine_limits(body)) is not None:
+            self.kv_limits = limits
+        if finding.name == "KVCacheBlocks" and "# " in body and self.kv_limits is not None:
+            finding = judge_blocks(finding, self.kv_limits)
         if finding.name == "NCCLResultChain":
             finding = self._result_chain(line, finding)
         if finding.kind == "oom":
@@ -296,6 +307,10 @@ class LogParser:
             return
         if finding.name == "NCCLWatchdogTimeout":
             self.timeouts.append(self._row(lines, finding))
+            return
+        if finding.kind == "oom" and finding.severity != "warning":
+            self._release_oom()
+            self.held_oom = HeldOOM(lines, finding)  # until the program says whether it retries
             return
         if finding.name == "NCCLWatchdogFailure":
             key = (_rank(line.prefix.rank, finding.attrs), finding.attrs["seq"])
@@ -335,6 +350,11 @@ class LogParser:
                             "reserved_unallocated"],
                 "detail": "the BFC allocator's dump of its chunks, which it prints when an allocation fails"},
                 "error"))
+
+    def _release_oom(self, retry_notice: str = "") -> None:
+        held, self.held_oom = self.held_oom, None
+        if held is not None:
+            self._emit(held.lines, held.retried(retry_notice) if retry_notice else held.finding)
 
     def _release_net(self, retried: bool) -> None:
         if self.held_net is None:

@@ -51,6 +51,8 @@ _REFUSAL_PATTERNS = (
     ("no_memory", re.compile(r"\b(?:raise_if_cache_size_invalid|check_enough_kv_cache_memory)\b")),
     ("no_kv_memory", re.compile(r"\b(?:No|Not) enough (?:\w{1,6} )?memory (?:for|to allocate) (?:the )?kv[ _-]?cache\b",
                                 re.I)),
+    # SGLang's "Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static=0.88"
+    ("no_kv_memory", re.compile(r"\bno (?:\w{1,6} )?memory (?:left )?for (?:the )?kv[ _-]?cache\b", re.I)),
 )
 _TURBOMIND_NO_BLOCKS = re.compile(r"No enough blocks(?!\s+for `session_len`)")
 _TGI_REFUSAL = re.compile(r"Not enough memory to handle (\d+) total tokens with (\d+) prefill tokens")
@@ -62,7 +64,7 @@ _CACHE_TOKENS = re.compile(r"stored in KV cache \((\d+)\)")
 _NEEDED = re.compile(r"([\d.]{1,40}) GiB KV cach")             # "cach" so a terminal-wrapped line still counts
 _AVAILABLE = re.compile(r"available KV cache memory \((-?[\d.]+) GiB\)")
 _ESTIMATED = re.compile(r"estimated maximum model length is (\d+)")
-_MEM_FRACTION = re.compile(r"mem_fraction_static=([\d.]+)")
+_MEM_FRACTION = re.compile(r"mem[_-]fraction[_-]static=(\d{1,3}(?:\.\d{1,6})?)")
 
 # --- context cut to what the cache holds ------------------------------------------------------------
 _CONTEXT_REDUCED = (
@@ -117,7 +119,7 @@ _SGLANG_COUNTS = {"running": re.compile(r"#running-req: (\d+)"), "waiting": re.c
 # case-insensitively; logs.prefilter): keep in step with the patterns above.
 SERVING_WORDS = tuple(trigger.lower() for _, trigger in _REFUSALS) + (
     "of memory. try to lower your batch size", "no space left for only one request", "maxtokensinpagedkvcache",
-    "impossible to fit in any sequence", "enough",                      # refusal patterns, TurboMind, TGI
+    "impossible to fit in any sequence", "enough", "memory for the kv", "memory for kv",  # refusal patterns, TurboMind, TGI
     "raise_if_cache_size_invalid", "check_enough_kv_cache_memory",      # vLLM's checks, message cut
     "reduced", "truncated",                                             # _context_reduced
     "preempt", "capacity of block_manager", "failed to find", "decode out of memory", "kv cache pool is full",
@@ -183,7 +185,7 @@ _ENGINE_NAMES = {"lmdeploy": "LMDeploy TurboMind", "tensorrt_llm": "TensorRT-LLM
 
 def _engine(variant: str | None, body: str = "") -> str:
     if variant == "no_kv_memory":
-        return "lmdeploy" if "No enough" in body else "unknown"
+        return "lmdeploy" if "No enough" in body else ("sglang" if "mem-fraction-static" in body else "unknown")
     return _ENGINES.get(variant or "", "vllm")
 
 
