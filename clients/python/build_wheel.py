@@ -1,6 +1,8 @@
 """Build the `tracedoc-client` wheel: the modules of the server's tree that `tracedoc submit`
-runs, staged next to this folder's pyproject.toml and built by pip with the setuptools already
-installed (no network, no build isolation).
+runs, with the metadata of this folder's pyproject.toml, written as a wheel (PEP 427) by the
+standard library alone: any Python 3.11, offline, with no setuptools or `wheel` package (a
+system Python's old setuptools without `wheel` failed at `bdist_wheel`). The same inputs give
+the same bytes.
 
     python clients/python/build_wheel.py --out dist/
 
@@ -11,10 +13,11 @@ from __future__ import annotations
 
 import argparse
 import ast
-import shutil
-import subprocess
+import base64
+import hashlib
 import sys
-import tempfile
+import tomllib
+import zipfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -50,12 +53,39 @@ def missing_imports(modules: tuple[str, ...] = MODULES, root: Path = ROOT) -> li
     return missing
 
 
-def stage(into: Path) -> None:
-    for name in ("pyproject.toml", "README.md"):
-        shutil.copy2(HERE / name, into / name)
-    for rel in MODULES:
-        (into / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(ROOT / rel, into / rel)
+# a wheel's entries carry this time, so one tree always builds the same bytes
+ZIP_TIME = (1980, 1, 1, 0, 0, 0)
+
+
+def metadata(project: dict, readme: str) -> str:
+    """The core metadata (METADATA, version 2.1) of the pyproject's [project] table."""
+    lines = [("Metadata-Version", "2.1"), ("Name", project["name"]), ("Version", project["version"]),
+             ("Summary", project.get("description", "")), ("Requires-Python", project.get("requires-python", ""))]
+    lines += [("Requires-Dist", d) for d in project.get("dependencies", [])]
+    lines.append(("Description-Content-Type", "text/markdown"))
+    return "".join(f"{k}: {v}\n" for k, v in lines if v) + "\n" + readme
+
+
+def entry_points(project: dict) -> str:
+    scripts = project.get("scripts", {})
+    return "[console_scripts]\n" + "".join(f"{name} = {target}\n" for name, target in scripts.items())
+
+
+def contents(root: Path = ROOT) -> dict[str, bytes]:
+    """Every file of the wheel but RECORD, by its path inside it."""
+    project = tomllib.loads((HERE / "pyproject.toml").read_text())["project"]
+    info = f"{project['name'].replace('-', '_')}-{project['version']}.dist-info"
+    files = {rel: (root / rel).read_bytes() for rel in MODULES}
+    files[f"{info}/METADATA"] = metadata(project, (HERE / "README.md").read_text()).encode()
+    files[f"{info}/WHEEL"] = (b"Wheel-Version: 1.0\nGenerator: tracedoc build_wheel.py\n"
+                              b"Root-Is-Purelib: true\nTag: py3-none-any\n")
+    files[f"{info}/entry_points.txt"] = entry_points(project).encode()
+    return files
+
+
+def _record_line(path: str, data: bytes) -> str:
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    return f"{path},sha256={digest},{len(data)}\n"
 
 
 def build(out: Path) -> Path:
@@ -63,14 +93,20 @@ def build(out: Path) -> Path:
     missing = missing_imports()
     if missing:
         raise IncompleteClient("; ".join(missing))
+    project = tomllib.loads((HERE / "pyproject.toml").read_text())["project"]
+    dist = project["name"].replace("-", "_")
+    files = contents()
+    record = f"{dist}-{project['version']}.dist-info/RECORD"
+    files[record] = ("".join(_record_line(p, d) for p, d in files.items()) + f"{record},,\n").encode()
     out.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="tracedoc-client-") as tmp:
-        stage(Path(tmp))
-        before = set(out.glob("tracedoc_client-*.whl"))
-        subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
-                        "--no-index", "--wheel-dir", str(out), tmp], check=True)
-    built = sorted(set(out.glob("tracedoc_client-*.whl")) - before) or sorted(out.glob("tracedoc_client-*.whl"))
-    return built[-1]
+    wheel = out / f"{dist}-{project['version']}-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as z:
+        for path, data in files.items():
+            entry = zipfile.ZipInfo(path, ZIP_TIME)
+            entry.external_attr = 0o644 << 16
+            entry.compress_type = zipfile.ZIP_DEFLATED
+            z.writestr(entry, data)
+    return wheel
 
 
 def main(argv: list[str] | None = None) -> int:
