@@ -8,7 +8,10 @@ operation is chosen from a fixed table.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
+from typing import TypeVar
 
 from ingest.events import CATEGORY_COLUMNS, COLUMNS
 from rules import limits
@@ -21,6 +24,7 @@ from rules.quantities import parse_duration
 from rules.rule import Rule
 from rules.template import ROW_ROOTS, SCALAR_ROOTS, Template, TemplateError, parse_template
 
+T = TypeVar("T")
 TEXT_COLUMNS = tuple(c for c in COLUMNS if c not in NUMERIC_COLUMNS)
 SEQUENCE_METRICS = ("count", "elapsed_ms", "within_ms")
 
@@ -126,64 +130,92 @@ class CompiledRule:
 
 
 def compile_rule(rule: Rule) -> CompiledRule:
-    """Compile a loaded Rule (rules.rule.Rule). Raises CompileError with a document path."""
+    """Compile a loaded Rule (rules.rule.Rule). Raises CompileError with a document path: the
+    first problem, with every other one of the rule in its `more` (each part is checked even
+    when an earlier one failed: a selection, the condition or sequence, the aggregate, each
+    template)."""
+    problems: list[CompileError] = []
+
+    def checked(part: Callable[[], T]) -> T | None:
+        try:
+            return part()
+        except CompileError as e:
+            problems.append(e)
+            return None
+
     match = rule.match
     if len(match) > limits.MAX_SELECTIONS:
         raise CompileError(f"{len(match)} selections (limit {limits.MAX_SELECTIONS})", ("match",))
-    selections = {name: compile_selection(name, spec, ("match", name)) for name, spec in match.items()}
-    names = list(selections)
+    compiled = {name: checked(partial(compile_selection, name, spec, ("match", name)))
+                for name, spec in match.items()}
+    selections = {name: sel for name, sel in compiled.items() if sel is not None}
+    names = list(match)  # a selection that failed is still defined: the condition may name it
 
     condition = source = aggregate = sequence = None
     if rule.sequence is not None:
         if rule.condition is not None:
-            raise CompileError("a sequence rule takes its selections from sequence.steps: remove `condition`",
-                               ("condition",))
-        sequence = _compile_sequence(rule.sequence, names)
+            problems.append(CompileError("a sequence rule takes its selections from sequence.steps: remove "
+                                         "`condition`", ("condition",)))
+        sequence = checked(partial(_compile_sequence, rule.sequence, names))
     else:
-        try:
-            condition = parse_condition(str(rule.condition), names)
-        except ExprError as e:
-            raise CompileError(e.message, ("condition",), e.offset) from None
-        used = condition_names(condition)
-        sources = {selections[n].source for n in used}
+        condition = checked(partial(_condition, str(rule.condition), names))
+        used = condition_names(condition) if condition is not None else set(names)
+        sources = {selections[n].source for n in used if n in selections}
         if len(sources) > 1:
-            raise CompileError("condition combines selections that read different tables ("
-                               + ", ".join(f"{n}: {selections[n].source or 'events'}" for n in sorted(used))
-                               + "); a condition tests rows of one table", ("condition",))
-        source = sources.pop()
+            problems.append(CompileError(
+                "condition combines selections that read different tables ("
+                + ", ".join(f"{n}: {selections[n].source or 'events'}" for n in sorted(used) if n in selections)
+                + "); a condition tests rows of one table", ("condition",)))
+        source = next(iter(sources)) if len(sources) == 1 else None
         unused = [n for n in names if n not in used]
         if unused:
-            raise CompileError(f"selection {unused[0]!r} is defined but never used in condition", ("match", unused[0]))
+            problems.append(CompileError(f"selection {unused[0]!r} is defined but never used in condition",
+                                         ("match", unused[0])))
         if rule.aggregate is not None:
-            aggregate = _compile_aggregate(rule.aggregate, source)
+            aggregate = checked(partial(_compile_aggregate, rule.aggregate, source))
 
     by = aggregate.by if aggregate else sequence.by if sequence else ()
     row_roots = set(ROW_ROOTS) | (set(sequence.steps) | ({sequence.absent} if sequence.absent else set())
                                   if sequence else set())
+    if rule.sequence is not None and sequence is None:  # its steps are unknown: any selection may be one
+        row_roots |= set(names)
     roots = set(SCALAR_ROOTS) | set(by)
-    explain = _template(rule.explain, roots, row_roots, ("explain",))
-    recommend = [_template(t, roots, row_roots, ("recommend", i)) for i, t in enumerate(rule.recommend)]
+    explain = checked(partial(_template, rule.explain, roots, row_roots, ("explain",)))
+    recommend = [checked(partial(_template, t, roots, row_roots, ("recommend", i))) for i, t in enumerate(rule.recommend)]
 
     metrics = {("count", None)}
     if aggregate and aggregate.having:
         metrics |= {a for a in having_aggregates(aggregate.having) if a[0] not in AGG_ROWS}
     for i, tpl in enumerate([explain] + recommend):
-        for ph in tpl.placeholders():
+        for ph in tpl.placeholders() if tpl is not None else ():
             if ph.path[0] == "metrics":
                 name = ".".join(ph.path[1:])
                 parsed = parse_metric_name(name)
                 if parsed is None and name not in by and not (sequence and name in SEQUENCE_METRICS):
                     where = ("explain",) if i == 0 else ("recommend", i - 1)
-                    raise CompileError(f"{{metrics.{name}}}: not an aggregate (write count, rate, "
-                                       "p99_dur, max_value, distinct_name ...) or a group key", where)
+                    problems.append(CompileError(f"{{metrics.{name}}}: not an aggregate (write count, rate, "
+                                                 "p99_dur, max_value, distinct_name ...) or a group key", where))
                 if parsed:
                     metrics.add(parsed)
             elif ph.path[0] == "rate":
                 metrics.add(("rate", None))
+    if problems:
+        first = problems[0]
+        first.more = tuple(problems[1:])
+        raise first
+    assert explain is not None and all(r is not None for r in recommend)  # no problem: every part compiled
     return CompiledRule(rule=rule, selections=selections, condition=condition, source=source,
-                            aggregate=aggregate, sequence=sequence, explain=explain, recommend=recommend,
-                            metrics=tuple(sorted(metrics, key=lambda m: metric_name(*m))),
-                            fingerprint=tuple(rule.fingerprint))
+                        aggregate=aggregate, sequence=sequence, explain=explain,
+                        recommend=[r for r in recommend if r is not None],
+                        metrics=tuple(sorted(metrics, key=lambda m: metric_name(*m))),
+                        fingerprint=tuple(rule.fingerprint))
+
+
+def _condition(text: str, names: list[str]) -> Condition:
+    try:
+        return parse_condition(text, names)
+    except ExprError as e:
+        raise CompileError(e.message, ("condition",), e.offset) from None
 
 
 @dataclass(frozen=True)

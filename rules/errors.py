@@ -10,6 +10,13 @@ class CompileError(ValueError):
     def __init__(self, message: str, path: tuple = (), offset: int = 0):
         super().__init__(message)
         self.message, self.path, self.offset = message, tuple(path), offset
+        # the rule's other problems, found after this one (rules.compiler.compile_rule checks
+        # every part of a rule, so `rules validate` lists them all)
+        self.more: tuple[CompileError, ...] = ()
+
+    @property
+    def every(self) -> tuple["CompileError", ...]:
+        return (self, *self.more)
 
 
 class EvalError(RuntimeError):

@@ -20,10 +20,16 @@ from rules.pack_cache import cached_pack
 from rules.rule import Rule
 from rules.rule_files import read_rule_file, rule_files
 from rules.rule_yaml import documents, mark_error, source_lines
-from rules.schema_errors import schema_errors, type_name
+from rules.schema_errors import faulty_keys, schema_errors, type_name
 from rules.semantic_errors import capture_errors, compile_errors
 
 BUILTIN_DIR = Path(__file__).parent / "builtin"
+# keys no compiling reads: a rule whose only schema faults are here is compiled as well, with
+# these stand-ins for the ones missing
+METADATA_KEYS = frozenset({"id", "version", "title", "status", "severity", "owner", "tags", "root_cause", "slo",
+                           "description", "references", "tests", "causes", "suppresses"})
+METADATA_STANDINS = {"id": "rule.being-checked", "version": 1, "title": "", "status": "experimental",
+                     "severity": "info"}
 
 
 def check_text(text: str, filename: str = "<text>") -> tuple[list[Rule], list[RuleError]]:
@@ -44,7 +50,13 @@ def check_text(text: str, filename: str = "<text>") -> tuple[list[Rule], list[Ru
                                                                 f"not {type_name(doc)}"))
             continue
         problems = schema_errors(doc, filename)
-        if not problems:
+        if problems and not faulty_keys(doc) - METADATA_KEYS:
+            # the schema's faults are all in what is not compiled (severity, status, ...): the
+            # match, condition and templates are checked too, so one run lists every problem
+            rule = Rule.from_data({**METADATA_STANDINS, **doc}, filename, node.start_mark.line + 1, source)
+            problems = sorted(problems + compile_errors(rule, doc, filename) + capture_errors(doc, filename),
+                              key=lambda e: (e.line, e.col))
+        elif not problems:
             rule = Rule.from_data(doc, filename, node.start_mark.line + 1, source)
             problems = compile_errors(rule, doc, filename) + capture_errors(doc, filename)
             if not problems and rule.id in seen:

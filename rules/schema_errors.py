@@ -69,6 +69,21 @@ def schema_errors(doc, filename: str) -> list[RuleError]:
     return out
 
 
+def faulty_keys(doc) -> set[str]:
+    """The top-level keys the schema finds fault with: the key an error sits under, or each
+    required key that is missing ("" for a fault of the whole rule)."""
+    keys: set[str] = set()
+    for err in _validator().iter_errors(doc):
+        path = list(err.absolute_path)
+        if path:
+            keys.add(str(path[0]))
+        elif err.validator == "required" and isinstance(err.instance, dict):
+            keys |= {k for k in err.validator_value if k not in err.instance}
+        else:
+            keys.add("")
+    return keys
+
+
 def _explain_schema_error(err, doc, filename: str) -> list[RuleError]:
     path = list(err.absolute_path)
     where = _where(path)

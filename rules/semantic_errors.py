@@ -3,27 +3,24 @@ compile, and a capture plan that does not parse, each at its position in the YAM
 from __future__ import annotations
 
 from rules.capture_plans import CapturePlanError, parse_plan
-from rules.compiler import CompileError, compile_rule, compile_selection
+from rules.compiler import CompileError, compile_rule
 from rules.errors import RuleError
 from rules.rule import Rule
 from rules.rule_yaml import mark_error, node_at, unmarked
 
 
 def compile_errors(rule: Rule, doc, filename: str) -> list[RuleError]:
-    """Every selection's error first (each compiles on its own, so an editor can show them
-    all at once), then, when they all compile, the rule's first whole-rule error."""
-    errors = []
-    for name, spec in rule.match.items():
-        try:
-            compile_selection(name, spec, ("match", name))
-        except CompileError as e:
-            errors.append(_compile_error(e, doc, filename))
-    if errors:
-        return errors
+    """Every problem of the rule, in the order of the document: each selection's, the
+    condition's or sequence's, the aggregate's and each template's (compile_rule checks every
+    part even when an earlier one failed), one per position."""
     try:
         compile_rule(rule)
     except CompileError as e:
-        return [_compile_error(e, doc, filename)]
+        errors: dict[tuple[int, int, str], RuleError] = {}
+        for problem in e.every:
+            error = _compile_error(problem, doc, filename)
+            errors.setdefault((error.line, error.col, error.message), error)
+        return sorted(errors.values(), key=lambda r: (r.line, r.col))
     return []
 
 
