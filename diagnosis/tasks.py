@@ -89,14 +89,27 @@ def artifact_results(trace: Trace, store: ContentStore | None = None) -> list:
 EARLIER = "before/"  # where the files of the trace a capture adds to appear in its report
 
 
-def diagnose_stored(trace: Trace, rules: list, on_stage=None) -> Report:
-    artifacts, offsets = artifact_results(trace), dict(trace.clock_offsets or {})
+def earlier_trace(trace: Trace) -> Trace | None:
+    """The trace a closed-loop capture adds to, when it is the same team's."""
     earlier = trace.adds_to
-    if earlier is not None and earlier.team_id == trace.team_id:
-        # a closed-loop capture: diagnosed with the files of the trace whose finding asked for it
+    return earlier if earlier is not None and earlier.team_id == trace.team_id else None
+
+
+def stored_inputs(trace: Trace) -> tuple[list, dict]:
+    """The files a stored trace is diagnosed with and their clock offsets: its own and, for a
+    closed-loop capture, those of the trace whose finding asked for it (under before/). The
+    timeline reads the same, so every file the report names has its lanes there."""
+    artifacts, offsets = artifact_results(trace), dict(trace.clock_offsets or {})
+    earlier = earlier_trace(trace)
+    if earlier is not None:
         for a in artifact_results(earlier):
             a.name, a.rename = EARLIER + a.name, True
             artifacts.append(a)
         offsets.update({EARLIER + k: v for k, v in (earlier.clock_offsets or {}).items()})
+    return artifacts, offsets
+
+
+def diagnose_stored(trace: Trace, rules: list, on_stage=None) -> Report:
+    artifacts, offsets = stored_inputs(trace)
     return diagnose(artifacts, rules=rules, clock_offsets=offsets or None,
                     slos=SLODefinition.objects.effective_for(trace.team), on_stage=on_stage)

@@ -106,9 +106,15 @@ def _singles(index: TimelineIndex, lane: int, rows: np.ndarray) -> list[dict]:
         return []
     frame_rows = index.row[rows]
     known = frame_rows >= 0
-    safe_rows = np.where(known, frame_rows, 0)
-    locs = index.locs.take(safe_rows).to_pylist()
-    artifacts = index.artifact_names[index.artifact[safe_rows]].tolist()
+    # only rows with a frame row have a file and a location: a per-step latency point has none
+    # (-1), and with no stored events there is no row 0 to stand in for it
+    locs: list = [None] * len(rows)
+    artifacts: list = [None] * len(rows)
+    at = np.flatnonzero(known)
+    if len(at):
+        for i, loc, artifact in zip(at.tolist(), index.locs.take(frame_rows[at]).to_pylist(),
+                                    index.artifact_names[index.artifact[frame_rows[at]]].tolist()):
+            locs[i], artifacts[i] = loc, artifact
     values = index.value[rows]
     has_value = (~np.isnan(values)).tolist()
     columns = zip(index.ts[rows].tolist(), (index.end[rows] - index.ts[rows]).tolist(),

@@ -13,9 +13,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from diagnosis.timeline_export import chrome_trace
-from diagnosis.timeline_index import TimelineIndex
 from diagnosis.timeline_search import DEFAULT_LIMIT, MAX_LIMIT, MAX_QUERY_CHARS, search
-from diagnosis.timeline_store import index_for
+from diagnosis.timeline_store import StoredTimeline, timeline_for
 from diagnosis.timeline_view import DEFAULT_MAX_ITEMS, MAX_ITEMS_LIMIT, locate, view
 from ingest.events import INT64_MAX, INT64_MIN
 from ingest.io import open_stream
@@ -55,14 +54,14 @@ def _not_ready(trace: Trace) -> Response | None:
 
 
 def _indexed(request, pk: int, query_class: type[serializers.Serializer]):
-    """(trace, its timeline index, the checked query) or the refusal to answer: 404 for
+    """(trace, its stored timeline, the checked query) or the refusal to answer: 404 for
     another team's trace, 409 before the diagnosis, 400 for a bad query."""
     trace = _diagnosed_trace(request, pk)
     if refused := _not_ready(trace):
         return refused
     query = query_class(data=request.query_params)
     query.is_valid(raise_exception=True)
-    return trace, index_for(trace), query.validated_data
+    return trace, timeline_for(trace), query.validated_data
 
 
 def _json(body: dict) -> HttpResponse:
@@ -77,7 +76,7 @@ def _documented(endpoint: type["_TimelineEndpoint"]) -> type["_TimelineEndpoint"
 
 
 class _TimelineEndpoint(APIView):
-    """A GET on a diagnosed trace's timeline: `answer` gets the trace, its index and the
+    """A GET on a diagnosed trace's timeline: `answer` gets the trace, its timeline and the
     checked `query_class` query."""
     query_class: type[serializers.Serializer] = RangeQuery
 
@@ -85,7 +84,7 @@ class _TimelineEndpoint(APIView):
         indexed = _indexed(request, pk, self.query_class)
         return indexed if isinstance(indexed, Response) else self.answer(*indexed)
 
-    def answer(self, trace: Trace, index: TimelineIndex, q: dict) -> HttpResponse:
+    def answer(self, trace: Trace, timeline: StoredTimeline, q: dict) -> HttpResponse:
         raise NotImplementedError
 
 
@@ -96,10 +95,13 @@ class TimelineView(_TimelineEndpoint):
     latency and finding / violation bands, with at most `max_items` items: where a lane has
     more events than its share, equal slices of the range are merged into one span each
     (`count` > 1, `busy_ns`). Item times are ns after `origin_ns`. With `artifact` and `loc`
-    the answer's `found` says where that event is (lane, ts, dur, row)."""
+    the answer's `found` says where that event is (lane, ts, dur, row). `missing` names the
+    files the report names whose events are not stored (no lanes), `message` says so."""
 
-    def answer(self, trace: Trace, index: TimelineIndex, q: dict) -> HttpResponse:
+    def answer(self, trace: Trace, timeline: StoredTimeline, q: dict) -> HttpResponse:
+        index = timeline.index
         body = view(index, q.get("start_ns"), q.get("end_ns"), q["max_items"]).to_dict()
+        body["missing"], body["message"] = list(timeline.missing), timeline.message
         if q.get("artifact") and q.get("loc"):
             found = locate(index, q["artifact"], q["loc"])
             body["found"] = found.to_dict() if found else None
@@ -111,7 +113,8 @@ class TimelineExportView(_TimelineEndpoint):
     """`GET /api/v1/traces/{id}/timeline/export/?start_ns=&end_ns=`: the range as Chrome
     trace JSON (Perfetto opens it), every event, not merged."""
 
-    def answer(self, trace: Trace, index: TimelineIndex, q: dict) -> HttpResponse:
+    def answer(self, trace: Trace, timeline: StoredTimeline, q: dict) -> HttpResponse:
+        index = timeline.index
         start = q.get("start_ns", index.start_ns)
         end = q.get("end_ns", index.end_ns + 1)
         response = _json(chrome_trace(index, start, end))
@@ -134,9 +137,9 @@ class TimelineSearchView(_TimelineEndpoint):
 
     query_class = SearchQuery
 
-    def answer(self, trace: Trace, index: TimelineIndex, q: dict) -> HttpResponse:
-        body = search(index, q["q"], q["offset"], q["limit"]).to_dict()
-        body["origin"] = str(index.start_ns)
+    def answer(self, trace: Trace, timeline: StoredTimeline, q: dict) -> HttpResponse:
+        body = search(timeline.index, q["q"], q["offset"], q["limit"]).to_dict()
+        body["origin"] = str(timeline.index.start_ns)
         return _json(body)
 
 

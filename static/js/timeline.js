@@ -77,7 +77,9 @@
     origin = BigInt(body.origin); span = Math.max(body.trace_end_ns - body.origin_ns, 1);
     lanes = body.lanes; items = body.items;
     const day = onWallClock() ? new Date(Number(origin / 1000000000n) * 1000).toISOString().slice(0, 10) + " UTC · " : "";
-    say(day + items.length + " items" + (body.merged ? " (merged where dense: click one, or zoom in, for single events)" : ""));
+    // files the report names whose events are not stored: their lanes are absent, and the page says so
+    say(day + items.length + " items" + (body.merged ? " (merged where dense: click one, or zoom in, for single events)" : "") +
+        (body.message ? " · " + body.message : ""));
     hooks.view.forEach(fn => fn(items, lanes));
     return body;
   }
