@@ -1,5 +1,5 @@
-"""The audit log: who changed a rule, an SLO, an API token or a cluster's triage state, when, and
-what (accounts.models.AuditEntry).
+"""The audit log: who changed a rule, an SLO, an API token, a cluster's triage state or the closed
+loop's capture policy, when, and what (accounts.models.AuditEntry).
 
 Model signals catch every change however it is made (pages, API, admin, management commands).
 The actor is the user of the request being served: AuditRequestMiddleware keeps the request in
@@ -10,13 +10,14 @@ rules and diagnosis in the import layers.
 """
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
 from django.apps import apps
 from django.db import models
-from django.db.models.signals import post_delete, post_save, pre_save
+from django.db.models.signals import m2m_changed, post_delete, post_save, pre_save
 from django.http import HttpRequest, HttpResponse
 
 from accounts.models import AuditEntry
@@ -31,6 +32,13 @@ AUDITED: dict[str, tuple[str, ...] | None] = {
     "alerts.AlertRule": None,
     # never the HMAC secret: the log is read by the whole team
     "alerts.Destination": ("name", "kind", "url", "emails", "enabled"),
+    # who turned the closed loop on, for which rules and clusters, within which limits
+    "hosts.CapturePolicy": None,
+}
+# Many-to-many fields whose changes are logged too (no save covers them): field -> [ids before,
+# ids after], each a JSON list in a string, as the API's changes are strings.
+AUDITED_M2M: dict[str, tuple[str, ...]] = {
+    "hosts.CapturePolicy": ("clusters",),
 }
 # Clusters are created by diagnoses, not by people: only their triage changes are logged.
 UPDATES_ONLY = {"diagnosis.ClusterRecord"}
@@ -124,6 +132,30 @@ def _after_delete(sender, instance: models.Model, **kwargs) -> None:
     _record(instance, AuditEntry.Action.DELETED, {name: [value, None] for name, value in _snapshot(instance).items()})
 
 
+def _related_ids(instance: models.Model, field: str) -> str:
+    return json.dumps(sorted(getattr(instance, field).values_list("pk", flat=True)))
+
+
+def _m2m_watcher(field: str) -> Callable:
+    """The m2m_changed receiver of one field: the ids before the add/remove/clear, the ids after,
+    one entry when they differ. A change made from the other side (reverse) is not one of these
+    fields' managers: none is declared for them."""
+    def changed(sender, instance: models.Model, action: str, reverse: bool, **kwargs) -> None:
+        if reverse or action not in ("pre_add", "pre_remove", "pre_clear", "post_add", "post_remove", "post_clear"):
+            return
+        pending = instance.__dict__.setdefault("_audit_m2m", {})
+        if action.startswith("pre_"):
+            pending[field] = _related_ids(instance, field)
+            return
+        before, after = pending.pop(field, None), _related_ids(instance, field)
+        if before is not None and before != after:
+            _record(instance, AuditEntry.Action.UPDATED, {field: [before, after]})
+    return changed
+
+
+_m2m_receivers: list[Callable] = []  # the signal holds weak references: keep the receivers alive
+
+
 def connect() -> None:
     for label in AUDITED:
         model = apps.get_model(label)
@@ -131,3 +163,7 @@ def connect() -> None:
         pre_save.connect(_before_save, sender=model, dispatch_uid=uid)
         post_save.connect(_after_save, sender=model, dispatch_uid=uid)
         post_delete.connect(_after_delete, sender=model, dispatch_uid=uid)
+        for field in AUDITED_M2M.get(label, ()):
+            receiver = _m2m_watcher(field)
+            _m2m_receivers.append(receiver)
+            m2m_changed.connect(receiver, sender=getattr(model, field).through, dispatch_uid=f"{uid}-{field}")

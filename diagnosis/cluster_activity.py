@@ -1,6 +1,7 @@
 """A cluster's activity log as the cluster page shows it: the stored changes (status,
 assignee, snooze, comments, each with who and when) merged with the rule versions that
-matched it, each at the first trace it matched in.
+matched it, each at the first trace it matched in, and the closed loop's policy changes that
+concern it (diagnosis.policy_activity, read from the audit log).
 
 Rule matches are not stored as activity rows: they are already in the findings (rule id and
 version per trace), so they are read from there and can never disagree with them. A trace
@@ -13,6 +14,7 @@ from datetime import datetime
 from django.db.models import Min
 
 from diagnosis.models import ClusterActivity, ClusterRecord, FindingRecord
+from diagnosis.policy_activity import PolicyChange, policy_changes
 from ingest.models import Trace
 
 MAX_ENTRIES = 200
@@ -48,8 +50,9 @@ def rule_matches(cluster: ClusterRecord) -> list[RuleMatch]:
     return out
 
 
-def activity_log(cluster: ClusterRecord, limit: int = MAX_ENTRIES) -> list[ClusterActivity | RuleMatch]:
+def activity_log(cluster: ClusterRecord, limit: int = MAX_ENTRIES) -> list[ClusterActivity | RuleMatch | PolicyChange]:
     """Newest first; a rule match sorts after a change made at the same instant."""
-    stored = list(cluster.activity.select_related("actor", "trace")[:limit])
-    merged = sorted(stored + rule_matches(cluster), key=lambda a: (a.at, a.kind != "rule"), reverse=True)
+    stored: list[ClusterActivity | RuleMatch | PolicyChange] = list(cluster.activity.select_related("actor", "trace")[:limit])
+    merged = sorted(stored + rule_matches(cluster) + policy_changes(cluster)[-limit:],
+                    key=lambda a: (a.at, a.kind != "rule"), reverse=True)
     return merged[:limit]

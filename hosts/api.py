@@ -100,8 +100,9 @@ class CaptureRequestViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mi
 
 
 def _policy_body(policy: CapturePolicy) -> dict:
+    clusters = sorted(policy.clusters.values_list("pk", flat=True)) if policy.pk else []
     return {"team": policy.team.slug, "enabled": policy.enabled, "rules": list(policy.rules),
-            "clusters": sorted(policy.clusters.values_list("pk", flat=True)),
+            "clusters": clusters,
             "max_per_host_per_hour": policy.max_per_host_per_hour,
             "max_per_cluster_per_day": policy.max_per_cluster_per_day, "order_ttl_s": policy.order_ttl_s}
 
@@ -113,7 +114,9 @@ class CapturePolicyViewSet(viewsets.ViewSet):
     @extend_schema(responses={200: CapturePolicySerializer})
     def show(self, request):  # one object, not a list: the schema says so
         team = _team(request.user, request.query_params.get("team"))
-        return Response(_policy_body(CapturePolicy.of(team)))
+        # a GET writes nothing (and so logs nothing): a team without a policy reads the defaults
+        policy = CapturePolicy.objects.filter(team=team).first() or CapturePolicy(team=team)
+        return Response(_policy_body(policy))
 
     @extend_schema(request=CapturePolicySerializer, responses={200: CapturePolicySerializer})
     def update(self, request, pk=None):
