@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 
 import numpy as np
 import redis
+from celery import current_app
 from django.conf import settings
 from django.db.models import Count, Max
 from django.utils import timezone
@@ -26,7 +27,6 @@ from prometheus_client.utils import floatToGoString
 from accounts.models import Team
 from diagnosis.models import ClusterRecord
 from ingest.models import Trace
-from tracedoc.celery import app, role_queues
 
 MAX_TEAMS = 50
 MAX_HOSTS_PER_TEAM = 50
@@ -255,6 +255,9 @@ def collector_for(teams: Iterable[Team]) -> TracedocCollector:
     """A collector over the window of TRACEDOC_METRICS_WINDOW_DAYS, reading the queue the
     Celery app publishes to."""
     days = getattr(settings, "TRACEDOC_METRICS_WINDOW_DAYS", DEFAULT_WINDOW.days)
-    return TracedocCollector(teams, window=timedelta(days=days), broker_url=str(app.conf.broker_url or ""),
-                             queue=str(app.conf.task_default_queue or ""),
-                             queues=role_queues())
+    conf = current_app.conf  # the project's app (tracedoc.celery), found without importing the project
+    queue = str(conf.task_default_queue or "")
+    # the role queues tracedoc.celery.route_by_role sends to, read at call time like it does
+    roles = list(getattr(settings, "TRACEDOC_QUEUES", {}))
+    return TracedocCollector(teams, window=timedelta(days=days), broker_url=str(conf.broker_url or ""),
+                             queue=queue, queues=[f"{queue}.{role}" for role in roles])

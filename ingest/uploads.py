@@ -9,14 +9,14 @@ import json
 from typing import Iterable
 
 from django.conf import settings
-from django.core.exceptions import ValidationError
+from django.core.exceptions import ImproperlyConfigured, ValidationError
 from django.db import transaction
 from django.db.models import Sum
 
 from accounts.models import Team
 from ingest.models import LABEL_KEY, Artifact, Trace
+from ingest.signals import trace_received
 from ingest.storage import ContentStore
-from tracedoc import workflow
 
 MAX_LABELS = 50
 
@@ -151,7 +151,11 @@ def create_trace(team: Team, user, files: Iterable, name: str = "", labels: dict
         Artifact.objects.bulk_create(
             Artifact(trace=trace, name=_unique(n, i, blobs), size=b.size, sha256=b.sha256)
             for i, (n, b) in enumerate(blobs))
-        workflow.start(trace)
+        # the project's workflow queues the parse (tracedoc.workflow); no listener, no upload:
+        # a trace stored with nothing to start it would wait for the beat job
+        if not trace_received.has_listeners(Trace):
+            raise ImproperlyConfigured("no receiver for ingest.signals.trace_received: is 'tracedoc' installed?")
+        trace_received.send(sender=Trace, trace=trace)
     return trace
 
 

@@ -101,6 +101,7 @@ INSTALLED_APPS = [
     "hosts",
     "alerts",
     "otlp_receiver",
+    "tracedoc",  # the project: connects ingest's signals to the workflow (tracedoc/apps.py)
 ]
 
 MIDDLEWARE = [

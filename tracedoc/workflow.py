@@ -46,6 +46,7 @@ from django.utils import timezone
 from diagnosis.tasks import MAX_DIAGNOSE_ATTEMPTS, diagnose_trace
 from ingest.models import Trace
 from ingest.parts import parse_finished
+from ingest.signals import trace_received
 from ingest.io import env_int
 from ingest.tasks import MAX_PARSE_ATTEMPTS, parse_trace
 
@@ -67,6 +68,12 @@ class Reconciled(NamedTuple):
     sent: list[int]       # uploads whose first message never reached the broker
     requeued: list[int]   # traces whose task was lost (running, or queued and lost with the broker), queued again
     failed: list[int]     # traces that lost their task too many times
+
+
+@receiver(trace_received, sender=Trace, dispatch_uid="tracedoc.workflow.start_received")
+def _start_received(sender, trace: Trace, **_) -> None:
+    """An upload was stored (ingest.uploads.create_trace): its run starts."""
+    start(trace)
 
 
 def start(trace: Trace) -> None:

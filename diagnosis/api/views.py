@@ -23,7 +23,7 @@ from diagnosis.models import ClusterRecord
 from diagnosis.rediagnose import BrokerUnavailable, RediagnoseRefused, rediagnose
 from ingest.api.problems import problem
 from ingest.models import Trace
-from tracedoc.form_parameters import query_parameters
+from diagnosis.api.form_parameters import query_parameters
 
 STREAM_PARAMETERS = query_parameters(StreamFilterForm, many=("label",), descriptions={
     "query": "the search bar's language, e.g. `is:unresolved severity:>=error root_cause:nccl.* host:gpu-a "

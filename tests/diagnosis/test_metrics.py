@@ -171,3 +171,15 @@ def test_ttft_comes_from_the_reports_slis(infra, alice_api, no_worker):
     samples = _scrape(alice_api)
     assert _value(samples, "tracedoc_ttft_ms", team="infra", host="node-c") == 41.5
     assert ("tracedoc_ttft_ms", tuple(sorted({"team": "infra", "host": "node-d"}.items()))) not in samples
+
+
+def test_the_collector_reads_the_queues_the_project_routes_to():
+    """diagnosis.metrics finds the Celery app without importing the project (tracedoc.celery):
+    the same broker, default queue and role queues."""
+    from diagnosis.metrics import collector_for
+    from tracedoc.celery import app, role_queues
+
+    collector = collector_for([])
+    assert collector.broker_url == str(app.conf.broker_url or "")
+    assert collector.queue == app.conf.task_default_queue
+    assert set(collector.queues) == {app.conf.task_default_queue, *role_queues()}
