@@ -1,4 +1,5 @@
-"""Web pages for traces: list, upload, the trace page and its progress partial."""
+"""Web pages for traces: list, upload and the progress partial (the trace page, which shows the
+diagnosis, is diagnosis/trace_page.py)."""
 from __future__ import annotations
 
 from django.conf import settings
@@ -9,8 +10,6 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET
 from django_htmx.http import HttpResponseClientRefresh
 
-from diagnosis.diff_page import compare_candidates
-from diagnosis.views import report_context
 from ingest.forms import UploadForm
 from ingest.models import Trace
 from ingest.uploads import QuotaExceeded, StorageFull, create_trace, team_for_upload
@@ -57,17 +56,6 @@ def trace_upload(request):
         else:
             return redirect("ingest:trace-detail", trace.pk)
     return render(request, "ingest/trace_upload.html", {"form": form}, status=status)
-
-
-@login_required
-@require_GET
-def trace_detail(request, trace_id: int):
-    trace = get_trace_for(request, trace_id)
-    context = {"trace": trace, "artifacts": trace.artifacts.all()}
-    if trace.state == Trace.State.DONE:
-        context.update(report_context(trace))
-        context["compare_with"] = compare_candidates(trace)
-    return render(request, "ingest/trace_detail.html", context)
 
 
 @login_required

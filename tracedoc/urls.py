@@ -5,8 +5,10 @@ from accounts.api_urls import urlpatterns as accounts_api
 from alerts.api.urls import urlpatterns as alerts_api
 from diagnosis.api.urls import urlpatterns as diagnosis_api
 from diagnosis.metrics_view import metrics
+from diagnosis.trace_urls import urlpatterns as trace_pages
 from hosts.api_urls import urlpatterns as hosts_api
 from ingest.api.urls import urlpatterns as ingest_api
+from ingest.urls import urlpatterns as ingest_pages
 from otlp_receiver.urls import urlpatterns as otlp_receiver
 from rules.api.urls import urlpatterns as rules_api
 from tracedoc.api_docs import docs_view, schema_view
@@ -17,7 +19,8 @@ handler400 = "ingest.api.problems.bad_request"
 handler500 = "ingest.api.problems.server_error"
 
 urlpatterns = [
-    path("", include("ingest.urls")),
+    # the trace pages: ingest's (list, upload, progress) and diagnosis's (the trace page, its diffs)
+    path("", include((ingest_pages + trace_pages, "ingest"))),
     path("clusters/", include("diagnosis.urls")),
     path("rules/", include("rules.urls")),
     path("hosts/", include("hosts.urls")),
