@@ -136,3 +136,20 @@ def test_an_nvml_burst_without_nvml_fails_with_the_reason(tmp_path):
     on_demand.take([{"id": 13, "kind": "nvml_burst", "duration_s": 1}])
     wait_for(on_demand, shipped)
     assert shipped == [] and "no NVML on this host" in on_demand.failed["13"]
+
+
+def test_a_real_nvml_burst_on_an_h200_is_100_hz_and_parses(tmp_path):
+    """The fixture was taken by run_burst with the real NVML (tests/fixtures/closed_loop/SOURCES.md)."""
+    import gzip as gz
+    from pathlib import Path
+
+    from tests.support.nvml_sampler import parse_events
+    data = gz.decompress((Path(__file__).resolve().parents[1] / "fixtures" / "closed_loop" / "nvml_burst_h200"
+                          / "nvml_burst.jsonl.gz").read_bytes())
+    report, ev = parse_events(tmp_path, data)
+    assert report.format == "nvml_jsonl" and not report.skipped
+    util = ev[ev.name == "gpu.util"].sort_values("ts")
+    assert len(util) == 1000 and 9.9e6 <= util.ts.diff().median() <= 10.1e6
+    assert (util.ts.iloc[-1] - util.ts.iloc[0]) / 1e9 < 10.0
+    # the slow fields stay at once a second inside the burst
+    assert 9 <= sum(b'"gpu_uncorrected_ecc"' in line for line in data.splitlines()) <= 11
