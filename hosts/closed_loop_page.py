@@ -15,7 +15,7 @@ from django.db.models import Q
 from accounts.models import Team
 from diagnosis.models import ClusterRecord
 from hosts.models import CapturePolicy, CaptureRequest
-from hosts.order_outcome import STATE_WORDS, Outcome, outcome_of
+from hosts.order_outcome import Outcome, outcome_of
 from rules.capture_plans import CapturePlan
 from rules.loader import load_rule_dirs
 from rules.models import TeamRule
@@ -48,7 +48,7 @@ class RulePlan:
 @dataclass(frozen=True)
 class OrderRow:
     order: CaptureRequest
-    state: str  # queued | taken | done | failed | expired
+    state: str  # CaptureRequest.state_word: queued | taken | done | failed | expired
     outcome: Outcome
 
     @property
@@ -125,7 +125,7 @@ def panel(cluster: ClusterRecord, user) -> ClosedLoopPanel:
     return ClosedLoopPanel(
         cluster=cluster, plans=plans, policy=policy,
         cluster_opted_in=policy.pk is not None and policy.clusters.filter(pk=cluster.pk).exists(),
-        orders=tuple(OrderRow(o, STATE_WORDS.get(o.state, o.state), outcome_of(o)) for o in orders),
+        orders=tuple(OrderRow(o, o.state_word, outcome_of(o)) for o in orders),
         can_change=can_change_policy(user, cluster.team))
 
 
@@ -145,6 +145,6 @@ def orders_for_trace(trace_id: int, cluster_ids: Iterable[int]) -> dict[int, lis
               .filter(Q(state__in=CaptureRequest.OUTSTANDING) | Q(source_trace_id=trace_id))
               .select_related("host").order_by("-created_at")[:50])
     for o in orders:
-        found[o.cluster_id].append(OrderRow(o, STATE_WORDS.get(o.state, o.state), outcome_of(o)))
+        found[o.cluster_id].append(OrderRow(o, o.state_word, outcome_of(o)))
     return found
 

@@ -90,6 +90,10 @@ class BundleReceipt(models.Model):
 ORDER_BOUNDS = ("factor", "stall_s", "duration_s", "max_bytes", "wait_s")
 
 
+# what the pages say of a capture request's state (CaptureRequest.state_word)
+STATE_WORDS = {"pending": "queued", "sent": "taken", "done": "done", "failed": "failed", "expired": "expired"}
+
+
 class CaptureRequest(models.Model):
     class Kind(models.TextChoices):
         PROFILER = "profiler", "profiler window"
@@ -148,6 +152,17 @@ class CaptureRequest(models.Model):
         left = (self.expires_at - timezone.now()).total_seconds() if self.expires_at else MANUAL_EXPIRY_S
         return {"id": self.pk, "kind": self.kind, "steps": self.steps, "trigger": self.trigger,
                 **{k: self.plan[k] for k in ORDER_BOUNDS if k in self.plan}, "expires_in": max(0, int(left))}
+
+    @property
+    def state_word(self) -> str:
+        """The state as every page says it (the host's, the cluster's): queued, taken, done, failed,
+        expired. The stored words are the agent protocol's (pending: not handed over yet)."""
+        return STATE_WORDS.get(self.state, self.state)
+
+    @property
+    def state_class(self) -> str:
+        """The state's badge style: an outstanding request is drawn as work in progress."""
+        return "parsing" if self.state in self.OUTSTANDING else self.state
 
     @property
     def occasion(self) -> str:

@@ -9,9 +9,6 @@ from dataclasses import dataclass
 
 from hosts.models import CaptureRequest
 
-# what the page says of an order's state: the model's words are the agent protocol's
-STATE_WORDS = {"pending": "queued", "sent": "taken", "done": "done", "failed": "failed", "expired": "expired"}
-
 
 @dataclass(frozen=True)
 class Asked:

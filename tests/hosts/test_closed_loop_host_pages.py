@@ -4,35 +4,13 @@ it), the host list counts the outstanding ones of each origin."""
 import re
 from html import unescape
 
-import pytest
-from django.test import Client
-
-from tests.support.closed_loop_world import closed_loop_world, reports
-
-
-@pytest.fixture(scope="module")
-def spiky():
-    return reports()
-
 
 def words(html: str) -> str:
     return " ".join(unescape(re.sub(r"<[^>]+>", " ", html)).split())
 
 
-@pytest.fixture
-def world(infra, alice, spiky):
-    return closed_loop_world(infra, alice, spiky)
-
-
-@pytest.fixture
-def client(alice):
-    c = Client()
-    c.force_login(alice)
-    return c
-
-
-def test_the_host_page_marks_the_origin_of_each_request(world, client):
-    html = client.get(f"/hosts/{world.done.host_id}/").content.decode()
+def test_the_host_page_marks_the_origin_of_each_request(world, alice_client):
+    html = alice_client.get(f"/hosts/{world.done.host_id}/").content.decode()
     rows = dict(re.findall(r'<tr data-capture="(\d+)">(.*?)</tr>', html, re.S))
     assert set(rows) == {str(world.done.pk), str(world.by_person.pk)}
     auto = rows[str(world.done.pk)]
@@ -44,8 +22,8 @@ def test_the_host_page_marks_the_origin_of_each_request(world, client):
     assert "closed loop" not in person
 
 
-def test_the_host_list_counts_outstanding_requests_by_origin(world, client):
-    html = client.get("/hosts/").content.decode()
+def test_the_host_list_counts_outstanding_requests_by_origin(world, alice_client):
+    html = alice_client.get("/hosts/").content.decode()
     rows = dict(re.findall(r'<tr class="[^"]*" data-host="([^"]+)">(.*?)</tr>', html, re.S))
     assert "1 on demand" in words(rows["gpu-7"]) and "closed loop" not in words(rows["gpu-7"])  # its order is done
     assert "1 closed loop" in words(rows["gpu-8"]) and "on demand" not in words(rows["gpu-8"])

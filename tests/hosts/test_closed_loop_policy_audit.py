@@ -14,15 +14,10 @@ from diagnosis.models import FindingRecord
 from hosts.models import CapturePolicy
 from tests.hosts.test_closed_loop_toggle import client_of as logged_in
 from tests.hosts.test_closed_loop_toggle import toggle
-from tests.support.closed_loop_world import asking_cluster, reports
+from tests.support.closed_loop_world import asking_cluster
 from tests.support.fixtures import token_client
 
 POLICY = "hosts.CapturePolicy"
-
-
-@pytest.fixture(scope="module")
-def spiky():
-    return reports()
 
 
 @pytest.fixture
