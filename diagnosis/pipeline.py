@@ -22,6 +22,7 @@ from diagnosis.results import Report
 from ingest.align import apply_alignment, describe_plans, plan_alignment
 from ingest.artifact_results import ArtifactResult, parse_in_memory
 from ingest.bundle import expand
+from ingest.duplicate_profiles import find_duplicates
 from ingest.events import INT64_MAX, INT64_MIN, SCHEMA
 from ingest.stored_file import stored_file
 from ingest import process_memory
@@ -43,12 +44,20 @@ def load_events(artifacts: Iterable[ArtifactResult],
     Name-like columns stay categorical (each distinct string once) and the free-text
     columns (attrs, loc, ids) stay Arrow strings: no Python object per row. Tables parsed in
     memory (`ArtifactResult.table`) are handed over, not copied: afterwards the results no
-    longer hold them (parse again to diagnose again)."""
+    longer hold them (parse again to diagnose again). A file holding the same events as an
+    earlier one (ingest.duplicate_profiles) is left out, its result's `duplicate` set."""
     artifacts = list(artifacts)
     tables = {a.name: _renamed(_events_table(a), a.name) if a.rename else _events_table(a) for a in artifacts
               if a.table is not None or (a.parquet and a.parquet.exists())}
     for a in artifacts:
         a.table = None  # handed over: each parsed table's memory goes once the frame has its rows
+    # two exports of one profile (a .json and its .json.gz): the later file's events are left out,
+    # and its result says so (`duplicate`), or every kernel would be counted twice
+    duplicates = {d.name: d for d in find_duplicates(tables, {a.name: a.format for a in artifacts})}
+    for a in artifacts:
+        a.duplicate = duplicates.get(a.name)
+        if a.duplicate:
+            del tables[a.name]
     if not tables:
         return event_frame(SCHEMA.empty_table()), []
     metas = {a.name: a.meta for a in artifacts}

@@ -80,7 +80,8 @@ def build_report(artifacts, events: pd.DataFrame, rules=None, alignment: list[di
         artifacts=tuple(_artifact_entry(a, extents or {}, clock_warnings.get(a.name)) for a in artifacts),
         events=int(len(events)), start_ts=span[0], end_ts=span[1],
         alignment=tuple(alignment), series=plot_series(ctx), hosts=tuple(_hosts(events)),
-        warnings=tuple(warnings or ()) + tuple(clock_warnings.values()))
+        warnings=tuple(warnings or ()) + tuple(clock_warnings.values())
+        + tuple(a.duplicate.warning() for a in artifacts if a.duplicate))
     return Report(trace=trace, findings=tuple(reported), violations=tuple(violations), clusters=tuple(clusters),
                   rule_errors=rule_failures(rule_errors), suppressed=tuple(suppressed),
                   breakdowns=breakdowns(events).to_dict(), slis=headline_slis(ctx))
@@ -90,8 +91,7 @@ def _artifact_entry(a, extents: Mapping[str, tuple[int, int]], clock_warning: st
     """A parsed artifact (ingest's ArtifactResult) as the report lists it."""
     start, end = extents.get(a.name, (None, None))
     return ArtifactEntry(path=a.name, format=a.format or "unknown", events=a.events,
-                         warnings=tuple(a.warnings) + ((a.error,) if a.error else ())
-                         + ((clock_warning,) if clock_warning else ()),
+                         warnings=tuple(a.all_warnings()) + ((clock_warning,) if clock_warning else ()),
                          internal_error=a.internal_error, start_ts=start, end_ts=end)
 
 

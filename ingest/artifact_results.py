@@ -15,6 +15,7 @@ from typing import Callable
 import pyarrow as pa
 
 from ingest import interruptions
+from ingest.duplicate_profiles import DuplicateProfile
 from ingest.events import ParseError
 from ingest.parse import InternalParseError, Progress, parse_artifact, parse_to_table
 from ingest.stored_file import StoredFile
@@ -32,10 +33,16 @@ class ArtifactResult:
     table: pa.Table | None = field(default=None, repr=False, compare=False)  # events kept in memory (CLI)
     internal_error: bool = False   # `error` is a tracedoc bug, not bad input (CLI exit 3)
     rename: bool = False           # the stored events name the file otherwise: show them under `name`
+    duplicate: DuplicateProfile | None = None  # another file holds the same events: this one's are left out
+
+    def all_warnings(self) -> list[str]:
+        """The parser's warnings, the error, and the duplicate's note."""
+        return self.warnings + ([self.error] if self.error else []) + \
+            ([self.duplicate.warning()] if self.duplicate else [])
 
     def to_report(self) -> dict:
         entry = {"path": self.name, "format": self.format or "unknown", "events": self.events,
-                 "warnings": self.warnings + ([self.error] if self.error else [])}
+                 "warnings": self.all_warnings()}
         if self.internal_error:
             entry["internal_error"] = True
         return entry
