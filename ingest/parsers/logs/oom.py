@@ -86,10 +86,14 @@ _BARE_OOM = (
     ("tensorflow", re.compile(r"OOM when allocating tensor|ResourceExhaustedError:? failed to allocate memory|"
                               r"Dst tensor is not initialized")),
     ("bfc", re.compile(r"Allocator \([^)]{1,60}\) ran out of memory trying to allocate")),
+    # ONNX Runtime's arena: "onnxruntime::BFCArena::AllocateRawInternal ... Failed to allocate memory for
+    # requested buffer of size 939524096"
+    ("onnxruntime", re.compile(r"BFCArena::AllocateRawInternal\b[^\n]{0,160}?Failed to allocate memory for requested "
+                               r"buffer of size \d")),
 )
 _FRAMEWORK = {"miopen": "rocm/miopen", "xla": "jax/xla", "tensorflow": "tensorflow", "nccl": "nccl", "tensorrt": "tensorrt",
               "bfc": "tensorflow/xla (BFC allocator)", "torch_async": "torch", "batch_search": "accelerate",
-              "nvml_assert": "torch"}
+              "nvml_assert": "torch", "onnxruntime": "onnxruntime"}
 # Not failures: BFC's retryable "ran out of memory" warning (the real error follows if there is one),
 # and TF/XLA stream_executor growth attempts ("failed to allocate 10.76G (...) from device:
 # CUDA_ERROR_OUT_OF_MEMORY", retried smaller) or pinned host buffers ("... on host: ...")
@@ -109,6 +113,7 @@ _REQUESTS = (
     re.compile(r"allocating (\d{1,20})-byte buffer"),                      # TensorRT's autotuner
     re.compile(r"Requested size was (\d{1,20}) bytes"),                    # TensorRT's OutOfMemory
     re.compile(r"Memory not available to allocate buffer: (\d{1,20})"),    # MIOpen
+    re.compile(r"Failed to allocate memory for requested buffer of size (\d{1,20})"),  # ONNX Runtime's arena
 )
 # TensorRT's builder skips a tactic whose workspace it cannot allocate and tries the next: not a
 # failure unless the build then finds no implementation at all (logs.parser holds it until then)

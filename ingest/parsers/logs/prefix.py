@@ -217,6 +217,10 @@ def _sglang(m: re.Match, body: str, p: Prefix, year: _Year) -> str:
 # TensorFlow/XLA's C++ logging after the ISO stamp: "2023-07-19 22:08:36.875173: F ./tensorflow/...h:174] "
 _TF_LEVEL = re.compile(r"^: ([IWEF]) ([\w./-]{1,300}:\d{1,6})\] ?")
 _TF_LEVELS = {"I": "info", "W": "warning", "E": "error", "F": "critical"}
+# ONNX Runtime's logger after the stamp: "[E:onnxruntime:Default, provider_bridge_ort.cc:1992 Fn] ",
+# "[I:onnxruntime:, sequential_executor.cc:176 ...] " (severity letter, logger id, file:line)
+_ORT_LEVEL = re.compile(r"^\[([VIWEF]):onnxruntime:[^,\]\n]{0,120}, ([\w.-]{1,200}:\d{1,6})[^\]\n]{0,300}\] ?")
+_ORT_LEVELS = {"V": "debug", **_TF_LEVELS}
 
 
 def _iso(m: re.Match, body: str, p: Prefix, year: _Year) -> str:
@@ -229,6 +233,10 @@ def _iso(m: re.Match, body: str, p: Prefix, year: _Year) -> str:
     if t:
         p.severity, p.origin = _TF_LEVELS[t.group(1)], t.group(2)
         rest = rest[t.end():]
+    o = _ORT_LEVEL.match(rest) if not g[8] and rest.startswith("[") and ":onnxruntime:" in rest[:16] else None
+    if o:
+        p.severity, p.origin = _ORT_LEVELS[o.group(1)], o.group(2)
+        rest = rest[o.end():]
     return rest
 
 
