@@ -16,8 +16,8 @@ from django.db import IntegrityError, transaction
 from accounts.models import Team
 from hosts.models import BundleReceipt, CaptureRequest, Host
 from ingest.models import Trace
+from ingest.uploads import IDEMPOTENCY_HEADER
 
-IDEMPOTENCY_HEADER = "Idempotency-Key"
 _KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}$")
 
 

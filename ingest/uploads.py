@@ -19,6 +19,8 @@ from ingest.signals import trace_received
 from ingest.storage import ContentStore
 
 MAX_LABELS = 50
+# the request header naming an upload once (an agent retrying its bundle): hosts.receipts keeps it
+IDEMPOTENCY_HEADER = "Idempotency-Key"
 
 
 def parse_labels(raw) -> dict[str, str]:

@@ -7,11 +7,11 @@ from diagnosis.api.urls import urlpatterns as diagnosis_api
 from diagnosis.metrics_view import metrics
 from diagnosis.trace_urls import urlpatterns as trace_pages
 from hosts.api_urls import urlpatterns as hosts_api
-from ingest.api.urls import urlpatterns as ingest_api
 from ingest.urls import urlpatterns as ingest_pages
 from otlp_receiver.urls import urlpatterns as otlp_receiver
 from rules.api.urls import urlpatterns as rules_api
 from tracedoc.api_docs import docs_view, schema_view
+from tracedoc.api_traces import urlpatterns as traces_api
 
 # under /api/ a 404, 400 or 500 that no view answered is a problem document too
 handler404 = "ingest.api.problems.not_found"
@@ -28,7 +28,7 @@ urlpatterns = [
     path("settings/", include("accounts.urls")),
     path("accounts/", include("accounts.auth_urls")),
     path("admin/", admin.site.urls),
-    path("api/v1/", include((ingest_api + diagnosis_api + rules_api + hosts_api + alerts_api + accounts_api, "api"))),
+    path("api/v1/", include((traces_api + diagnosis_api + rules_api + hosts_api + alerts_api + accounts_api, "api"))),
     path("metrics", metrics, name="metrics"),
     path("", include(otlp_receiver)),  # POST /v1/traces, where OTLP exporters post
     path("api/schema/", schema_view, name="schema"),

@@ -3,7 +3,6 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from diagnosis.api.report_schema import ReportField
 from ingest.models import Artifact, Trace
 
 
@@ -64,14 +63,6 @@ class TraceDetailSerializer(TraceSerializer):
 
     class Meta(TraceSerializer.Meta):
         fields = TraceSerializer.Meta.fields + ["artifacts"]
-
-
-class TraceWithReportSerializer(TraceDetailSerializer):
-    """What `POST ...?wait=` answers: the trace and, once done, its report."""
-    report = ReportField(read_only=True)
-
-    class Meta(TraceDetailSerializer.Meta):
-        fields = TraceDetailSerializer.Meta.fields + ["report"]
 
 
 @extend_schema_field(OpenApiTypes.BINARY)

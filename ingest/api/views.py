@@ -1,30 +1,32 @@
-"""Traces API: upload (optionally waiting for the diagnosis), list, detail, report."""
+"""Traces API: upload (optionally waiting for the diagnosis), list, detail.
+
+The viewset here knows traces only; diagnosis/api/traces.py adds the report (the upload's
+answer, `report`, `findings`) and tracedoc/api_traces.py the agent's idempotent bundles
+(hosts.receipts): each layer extends the one below it, none imports one above.
+"""
 from __future__ import annotations
 
 import threading
 import time
 from collections import Counter
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Callable, Iterator
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.urls import reverse
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, parsers, serializers, status, viewsets
-from rest_framework.decorators import action
 from rest_framework.response import Response
 
-from diagnosis.api.report_schema import ReportSerializer
-from diagnosis.api.serializers import FindingSerializer
-from hosts.receipts import IDEMPOTENCY_HEADER, receive_once
-from ingest.api.serializers import (TraceDetailSerializer, TraceSerializer, TraceUploadSerializer,
-                                    TraceWithReportSerializer)
+from accounts.models import Team
 from ingest.api.problems import (PROBLEM_CONTENT_TYPE, ProblemSerializer, problem, quota_exceeded, trace_failed,
-                                 trace_not_done, upload_too_large)
+                                 upload_too_large)
+from ingest.api.serializers import TraceDetailSerializer, TraceSerializer, TraceUploadSerializer
 from ingest.api.throttles import UploadRateThrottle
 from ingest.models import Trace
-from ingest.uploads import FULL_DISK, QuotaExceeded, StorageFull, create_trace, parse_labels, team_for_upload
+from ingest.uploads import (FULL_DISK, IDEMPOTENCY_HEADER, QuotaExceeded, StorageFull, create_trace, parse_labels,
+                            team_for_upload)
 
 WAIT_POLL_S = 0.5
 RETRY_AFTER_S = 5  # what a 202 tells the client: poll the trace again in this many seconds
@@ -64,10 +66,37 @@ def _storage_full(e: StorageFull) -> Response:
                    headers={"Retry-After": "300"})
 
 
+def upload_schema(answer: type[serializers.Serializer]):
+    """The OpenAPI of `POST /traces/` answering with `answer` (a layer above names its own)."""
+    return extend_schema(
+        request={"multipart/form-data": TraceUploadSerializer},
+        responses={201: answer, 200: answer, 202: answer,
+                   **{(code, PROBLEM_CONTENT_TYPE): ProblemSerializer for code in (400, 413, 422, 429, 507)}},
+        parameters=[OpenApiParameter("wait", float, description=(
+            "seconds to wait for the diagnosis, at most TRACEDOC_MAX_WAIT_SECONDS (10 by default; more "
+            "is cut to it, so no request holds a web thread long; a web process holds at most "
+            "TRACEDOC_MAX_WAITING_PER_USER (1) waiting uploads of one user and TRACEDOC_MAX_WAITING (2) in "
+            "all, past which an upload answers 202 at once). Done in time: 201 with the report; "
+            "still running: 202, `Location` names the trace, `Retry-After` says when to poll it, "
+            "`progress` says how far it got; "
+            "failed: 422, a problem document (application/problem+json) naming each file and "
+            "why. Without it (or 0): 201 at once, the trace queued"))],
+        description="Upload files as one trace. A repeated `Idempotency-Key` answers 200 with the "
+                    "trace the first upload made.")
+
+
+def receive_new(team: Team, key: str, create: Callable[[], Trace]) -> tuple[Trace, bool]:
+    """Every upload makes a trace (the key is not kept here: tracedoc/api_traces.py receives
+    through hosts.receipts, one trace per key)."""
+    return create(), True
+
+
 class TraceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin,
                    viewsets.GenericViewSet):
     parser_classes = [parsers.MultiPartParser, parsers.FormParser]
     token_scopes = {"create": "upload"}  # accounts.permissions: an upload token may upload
+    answer_serializer_class: type[serializers.Serializer] = TraceDetailSerializer  # what an upload answers
+    receive = staticmethod(receive_new)  # (team, idempotency key, create) -> (trace, created)
 
     def get_queryset(self):
         qs = Trace.objects.visible_to(self.request.user).select_related("team", "created_by")
@@ -93,21 +122,7 @@ class TraceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Crea
     def get_serializer_class(self):
         return {"list": TraceSerializer, "create": TraceUploadSerializer}.get(self.action, TraceDetailSerializer)
 
-    @extend_schema(
-        request={"multipart/form-data": TraceUploadSerializer},
-        responses={201: TraceWithReportSerializer, 200: TraceWithReportSerializer, 202: TraceWithReportSerializer,
-                   **{(code, PROBLEM_CONTENT_TYPE): ProblemSerializer for code in (400, 413, 422, 429, 507)}},
-        parameters=[OpenApiParameter("wait", float, description=(
-            "seconds to wait for the diagnosis, at most TRACEDOC_MAX_WAIT_SECONDS (10 by default; more "
-            "is cut to it, so no request holds a web thread long; a web process holds at most "
-            "TRACEDOC_MAX_WAITING_PER_USER (1) waiting uploads of one user and TRACEDOC_MAX_WAITING (2) in "
-            "all, past which an upload answers 202 at once). Done in time: 201 with the report; "
-            "still running: 202, `Location` names the trace, `Retry-After` says when to poll it, "
-            "`progress` says how far it got; "
-            "failed: 422, a problem document (application/problem+json) naming each file and "
-            "why. Without it (or 0): 201 at once, the trace queued"))],
-        description="Upload files as one trace. A repeated `Idempotency-Key` answers 200 with the "
-                    "trace the first upload made.")
+    @upload_schema(TraceDetailSerializer)
     def create(self, request, *args, **kwargs):
         try:
             request.data  # noqa: B018 -- parse the body first: the upload handler flags an oversized upload
@@ -124,7 +139,7 @@ class TraceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Crea
             labels = parse_labels(data.get("labels"))
             team = team_for_upload(request.user, data.get("team"), labels)
             # a repeated Idempotency-Key (an agent retrying a bundle) answers with the trace it made
-            trace, created = receive_once(team, request.headers.get(IDEMPOTENCY_HEADER, ""), lambda: create_trace(
+            trace, created = self.receive(team, request.headers.get(IDEMPOTENCY_HEADER, ""), lambda: create_trace(
                 team, request.user, data["files"], name=data.get("name", ""), labels=labels))
         except QuotaExceeded as e:
             return quota_exceeded(e.messages[0], e.quota, e.used, e.incoming)
@@ -143,7 +158,7 @@ class TraceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Crea
         if wait and not trace.finished:
             answer = status.HTTP_202_ACCEPTED  # asked for the report, which is not there yet
             headers["Retry-After"] = str(RETRY_AFTER_S)
-        return Response(TraceWithReportSerializer(trace, context={"request": request}).data, status=answer,
+        return Response(self.answer_serializer_class(trace, context={"request": request}).data, status=answer,
                         headers=headers)
 
     @staticmethod
@@ -161,25 +176,3 @@ class TraceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Crea
             time.sleep(WAIT_POLL_S)
             trace.refresh_from_db()
         return trace
-
-    @extend_schema(responses={200: ReportSerializer, (409, PROBLEM_CONTENT_TYPE): ProblemSerializer,
-                              (422, PROBLEM_CONTENT_TYPE): ProblemSerializer})
-    @action(detail=True)
-    def report(self, request, pk=None):
-        """The diagnosis report (docs/api.md); a problem document while the trace is
-        not done (409) or when it failed (422, naming each file and why)."""
-        trace = self.get_object()
-        if trace.state == Trace.State.FAILED:
-            return trace_failed(trace, request)
-        if trace.state != Trace.State.DONE:
-            return trace_not_done(trace, request)
-        return Response(trace.report)
-
-    @extend_schema(responses=FindingSerializer(many=True))
-    @action(detail=True, pagination_class=None)  # one trace's findings, whole (as the answer always was)
-    def findings(self, request, pk=None):
-        trace = self.get_object()
-        qs = trace.findings.select_related("cluster")
-        if severity := request.query_params.get("severity"):
-            qs = qs.filter(severity=severity)
-        return Response(FindingSerializer(qs, many=True, context={"request": request}).data)
