@@ -6,6 +6,7 @@ from __future__ import annotations
 from django import template
 
 from hosts import closed_loop_page
+from hosts.answered_order import answered_order
 
 register = template.Library()
 
@@ -26,3 +27,9 @@ def finding_orders(record, rule_id: str, trace_id: int) -> list:
         return []
     rows = closed_loop_page.orders_for_trace(trace_id, [record.pk]).get(record.pk, [])
     return [r for r in rows if r.order.rule_id == rule_id]
+
+
+@register.inclusion_tag("hosts/partials/answered_order.html")
+def answered_order_card(trace) -> dict:
+    """On a capture's own trace page: the order it answered (hosts.answered_order)."""
+    return {"answered": answered_order(trace), "trace": trace}
