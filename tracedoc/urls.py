@@ -3,13 +3,15 @@ from django.urls import include, path
 
 from accounts.api_urls import urlpatterns as accounts_api
 from alerts.api.urls import urlpatterns as alerts_api
+from diagnosis.api.rule_trial_urls import urlpatterns as rules_api
 from diagnosis.api.urls import urlpatterns as diagnosis_api
 from diagnosis.metrics_view import metrics
+from diagnosis.rule_trial_urls import urlpatterns as rule_trial_pages
 from diagnosis.trace_urls import urlpatterns as trace_pages
 from hosts.api_urls import urlpatterns as hosts_api
 from ingest.urls import urlpatterns as ingest_pages
 from otlp_receiver.urls import urlpatterns as otlp_receiver
-from rules.api.urls import urlpatterns as rules_api
+from rules.urls import urlpatterns as rule_pages
 from tracedoc.api_docs import docs_view, schema_view
 from tracedoc.api_traces import urlpatterns as traces_api
 
@@ -22,7 +24,8 @@ urlpatterns = [
     # the trace pages: ingest's (list, upload, progress) and diagnosis's (the trace page, its diffs)
     path("", include((ingest_pages + trace_pages, "ingest"))),
     path("clusters/", include("diagnosis.urls")),
-    path("rules/", include("rules.urls")),
+    # the rules pages: rules's (list, editor) and diagnosis's (the editor's test and backtest runs)
+    path("rules/", include((rule_pages + rule_trial_pages, "rules"))),
     path("hosts/", include("hosts.urls")),
     path("alerts/", include("alerts.urls")),
     path("settings/", include("accounts.urls")),

@@ -1,6 +1,5 @@
 from rest_framework import serializers
 
-from diagnosis.backtest_runs import DEFAULT_TRACES, MAX_TRACES
 from rules.models import TeamRule, check_rule
 
 
@@ -48,13 +47,3 @@ class RuleValidationSerializer(serializers.Serializer):
     errors = RuleErrorSerializer(many=True)
     rule_id = serializers.CharField(allow_null=True)
     version = serializers.IntegerField(allow_null=True)
-
-
-class RuleBacktestSerializer(serializers.Serializer):
-    yaml = serializers.CharField(trim_whitespace=False, help_text="the candidate version of this rule (same id)")
-    traces = serializers.IntegerField(default=DEFAULT_TRACES, min_value=1, max_value=MAX_TRACES,
-                                      help_text="how many of the team's newest finished traces")
-
-
-class RuleTestSerializer(serializers.Serializer):
-    trace = serializers.IntegerField(help_text="id of a parsed trace of your team")
