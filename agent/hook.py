@@ -77,6 +77,24 @@ def write_json(path: Path, value: dict) -> None:
     os.replace(tmp, path)
 
 
+def take_order(results: Path, rid: int, capture: Callable[[Path], list[str]],
+               unavailable: type[Exception], why: str) -> None:
+    """An order the agent takes itself (nvml_burst, ebpf): `capture` writes into `results/<rid>/`
+    and names its files; the outcome lands in `results/<rid>.done.json`, with `why: reason`
+    when the host cannot take it (`unavailable`), or the error. A capture never takes the agent
+    down: the reason goes back to the server."""
+    out = results / str(rid)
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        files, error = capture(out), ""
+    except unavailable as e:
+        files, error = [], f"{why}: {e}"
+    except Exception as e:
+        log.exception("capture %s failed", rid)
+        files, error = [], f"{type(e).__name__}: {e}"
+    write_json(results / f"{rid}.done.json", {"id": rid, "files": files, "error": error})
+
+
 class StepTimes:
     """The last RECENT_STEPS step times in a ring. add() is one store: the median is sorted out
     only when asked, which the hook does once per lap of the ring, not once per step."""

@@ -21,6 +21,7 @@ from pathlib import Path
 from agent import __version__
 from agent.capture import Capture, base_labels, run_loop
 from agent.dumps import DumpWatcher
+from agent.ebpf_order import EbpfOrderSettings
 from agent.ebpf import (
     EbpfOptions, render_program, resolve_libcudart, run_capture, start_ebpf_thread, unavailable_reason,
 )
@@ -130,7 +131,9 @@ def cmd_run(args) -> int:
     heartbeat = _heartbeat(args, spool, shipper, labels["host"])
     if heartbeat:
         capture_dir = args.capture_dir or str(spool.root / "capture")
-        heartbeat = heartbeat(OnDemand(Path(capture_dir), spool, labels, shipper.submit, args.capture_timeout)).start()
+        on_demand = OnDemand(Path(capture_dir), spool, labels, shipper.submit, args.capture_timeout,
+                             ebpf=EbpfOrderSettings(libcudart=args.ebpf_libcudart))  # an `ebpf` order probes it too
+        heartbeat = heartbeat(on_demand).start()
         log.info("heartbeat every %.0f s; on-demand captures go through %s", args.heartbeat, capture_dir)
     if args.ebpf:
         start_ebpf_thread(_ebpf_options(args), spool, stop)

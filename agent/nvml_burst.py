@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from agent.hook import DEFAULT_MAX_BYTES, write_json
+from agent.hook import DEFAULT_MAX_BYTES, take_order
 from agent.nvml_sampler import DeviceReader, NvmlReader, NvmlUnavailable, Sampler, next_tick
 
 log = logging.getLogger(__name__)
@@ -39,18 +39,9 @@ def start_burst(order: dict, results: Path, host: str | None,
 
 def run_burst(order: dict, results: Path, host: str | None,
               reader: Callable[[], DeviceReader] = NvmlReader) -> None:
-    rid = order["id"]
-    out = results / str(rid)
-    out.mkdir(parents=True, exist_ok=True)
     name = f"nvml_burst_{host or 'host'}.jsonl"
-    try:
-        files, error = _sample_into(out / name, order, host, reader), ""
-    except NvmlUnavailable as e:
-        files, error = [], f"no NVML on this host: {e}"
-    except Exception as e:  # a capture never takes the agent down; the reason goes back to the server
-        log.exception("nvml_burst capture %s failed", rid)
-        files, error = [], f"{type(e).__name__}: {e}"
-    write_json(results / f"{rid}.done.json", {"id": rid, "files": files, "error": error})
+    take_order(results, order["id"], lambda out: _sample_into(out / name, order, host, reader),
+               NvmlUnavailable, "no NVML on this host")
 
 
 def _sample_into(path: Path, order: dict, host: str | None, reader: Callable[[], DeviceReader]) -> list[str]:

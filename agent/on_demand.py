@@ -1,6 +1,6 @@
 """The agent side of on-demand captures (see agent.hook for the program side): capture orders
-from the heartbeat's answer become request files in the capture folder (an `nvml_burst` the
-agent takes itself, agent.nvml_burst); a finished result
+from the heartbeat's answer become request files in the capture folder (an `nvml_burst` or an
+`ebpf` window the agent takes itself, agent.nvml_burst and agent.ebpf_order); a finished result
 folder becomes one bundle labelled with its request, shipped on its own; a request nobody
 took or finished in time, or one that failed, is reported back in the next heartbeat."""
 from __future__ import annotations
@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from agent.ebpf_order import DEFAULT_SETTINGS, EBPF, EbpfOrderSettings, start_ebpf_order
 from agent.hook import folders, write_json
 from agent.nvml_burst import NVML_BURST, start_burst
 from agent.nvml_sampler import DeviceReader, NvmlReader
@@ -34,9 +35,10 @@ class OnDemand:
 
     def __init__(self, root: Path, spool: Spool, labels: dict[str, str],
                  deliver: Callable[[Callable[[], Bundle | None]], None], timeout: float = DEFAULT_TIMEOUT_S,
-                 clock: Callable[[], float] = time.monotonic, nvml: Callable[[], DeviceReader] = NvmlReader):
+                 clock: Callable[[], float] = time.monotonic, nvml: Callable[[], DeviceReader] = NvmlReader,
+                 ebpf: EbpfOrderSettings = DEFAULT_SETTINGS):
         self.root, self.spool, self.labels, self.deliver = Path(root), spool, labels, deliver
-        self.nvml = nvml
+        self.nvml, self.ebpf = nvml, ebpf
         self.requests, self.taken, self.results = folders(self.root)
         self.timeout, self.clock = timeout, clock
         self.outstanding: dict[int, _Outstanding] = {}
@@ -52,6 +54,10 @@ class OnDemand:
                 start_burst(order, self.results, self.labels.get("host"), self.nvml)
                 log.info("capture request %d: NVML at a high rate for %s s", rid, order.get("duration_s"))
                 continue
+            if order.get("kind") == EBPF:  # the agent's own too: a kernel-side window, no hook involved
+                start_ebpf_order(order, self.results, self.labels.get("host"), self.ebpf)
+                log.info("capture request %d: an eBPF window of %s s", rid, order.get("duration_s"))
+                continue
             write_json(self.requests / f"{rid}.json", order)
             log.info("capture request %d (%s) waits for a process to take it in %s", rid, order.get("kind"),
                      self.root)
@@ -59,7 +65,7 @@ class OnDemand:
     def _patience(self, order: dict) -> float:
         """How long the agent waits for a result: an order that waits for an occurrence (the
         next slow step, stall or OOM) may wait until it expires, and then take its capture."""
-        if order.get("kind") == NVML_BURST:
+        if order.get("kind") in (NVML_BURST, EBPF):
             return self.timeout + float(order.get("duration_s") or 0)
         if (order.get("trigger") or "now") == "now":
             return self.timeout

@@ -16,7 +16,7 @@ from accounts.models import Team
 from diagnosis.models import ClusterRecord
 from hosts.models import CapturePolicy, CaptureRequest
 from hosts.order_outcome import Outcome, outcome_of
-from rules.capture_plans import CapturePlan
+from rules.capture_plans import TIMED_KINDS, CapturePlan
 from rules.loader import load_rule_dirs
 from rules.models import TeamRule
 
@@ -35,7 +35,7 @@ class RulePlan:
     def facts(self) -> tuple[tuple[str, str], ...]:
         """The plan as the page lists it: what, when, within which bounds, on which hosts."""
         p = self.plan
-        size = {"profiler": f"{p.steps} steps", "nvml_burst": f"{p.duration_s:g} s"}.get(p.kind)
+        size = f"{p.steps} steps" if p.kind == "profiler" else f"{p.duration_s:g} s" if p.kind in TIMED_KINDS else None
         bounds = ", ".join(filter(None, [size, f"at most {p.max_bytes // (1024 * 1024)} MiB",
                                          f"waits up to {duration(p.wait_s)} for the occurrence"]))
         rows = [("Capture", CaptureRequest.Kind(p.kind).label), ("Taken", p.occasion()), ("Bounds", bounds),

@@ -100,6 +100,7 @@ class CaptureRequest(models.Model):
         FLIGHT_RECORDER = "flight_recorder", "NCCL flight-recorder dump"
         MEMORY_SNAPSHOT = "memory_snapshot", "CUDA memory snapshot"
         NVML_BURST = "nvml_burst", "NVML at a high rate"
+        EBPF = "ebpf", "eBPF window of the host's waits"
 
     class State(models.TextChoices):
         PENDING = "pending"  # waiting for the host's next heartbeat

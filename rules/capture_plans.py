@@ -1,12 +1,12 @@
 """The capture that would decide a finding: a rule's `capture:` block, typed.
 
     capture:
-      kind: profiler            # profiler | flight_recorder | memory_snapshot | nvml_burst
+      kind: profiler            # profiler | flight_recorder | memory_snapshot | nvml_burst | ebpf
       trigger: slow_step        # when the program-side hook takes it (TRIGGERS)
       steps: 20                 # profiler window, in the program's steps
       factor: 1.5               # slow_step: a step this many times the running median
       stall_s: 60               # stalled_step: no step for this long
-      duration_s: 30            # nvml_burst: window length
+      duration_s: 30            # nvml_burst, ebpf: window length
       max_bytes: 64MiB          # the capture is cut (or dropped) past this
       wait_s: 3600              # how long the hook waits for the occurrence before giving up
       scope: involved           # involved: the hosts the finding names; all: every host of the trace
@@ -24,13 +24,16 @@ from typing import Any, Mapping
 
 from rules.quantities import parse_size
 
-KINDS = ("profiler", "flight_recorder", "memory_snapshot", "nvml_burst")
+KINDS = ("profiler", "flight_recorder", "memory_snapshot", "nvml_burst", "ebpf")
+# the kinds the agent takes itself for `duration_s` (no program hook): NVML at 100 Hz, and an
+# eBPF window of where the host threads of CUDA programs wait (where the agent may trace)
+TIMED_KINDS = ("nvml_burst", "ebpf")
 # now: at once; slow_step: the next step above `factor` x the running median of step times;
 # stalled_step: the program's step loop made no progress for `stall_s` (a hang in a collective);
 # oom: the next CUDA out-of-memory (memory history is recorded while armed)
 TRIGGERS = ("now", "slow_step", "stalled_step", "oom")
 TRIGGERS_OF_KIND = {"profiler": ("now", "slow_step"), "flight_recorder": ("now", "stalled_step"),
-                    "memory_snapshot": ("now", "oom"), "nvml_burst": ("now",)}
+                    "memory_snapshot": ("now", "oom"), "nvml_burst": ("now",), "ebpf": ("now",)}
 SCOPES = ("involved", "all")
 
 # ceilings: what any rule may ask of a host
@@ -79,7 +82,8 @@ class CapturePlan:
     def summary(self) -> str:
         """One line for people: what, when, how much."""
         when = self.occasion()
-        size = {"profiler": f"{self.steps} step(s)", "nvml_burst": f"{self.duration_s:g} s"}.get(self.kind, "")
+        size = f"{self.steps} step(s)" if self.kind == "profiler" else \
+            f"{self.duration_s:g} s" if self.kind in TIMED_KINDS else ""
         what = self.kind.replace("_", " ")
         return f"{what}{f' of {size}' if size else ''} {when}, at most {self.max_bytes // (1024 * 1024)} MiB"
 
