@@ -42,6 +42,7 @@ PARSERS = [
     "nvidia_smi.q_xml",          # `nvidia-smi -q -x`: XML, before anything that reads text
     "ncu.csv_export",
     "nvidia_smi.query_csv",
+    "nvidia_smi.compute_apps",   # `--query-compute-apps`: per-process memory, with or without a header
     "nvidia_smi.pmon",           # `# gpu pid type sm ...`: per process, before dmon's `# gpu sm ...`
     "nvidia_smi.dmon",
     "nvidia_smi.q",
@@ -98,6 +99,10 @@ def detect(path: Path, name: str | None = None) -> Parser:
             break  # JSON no JSON parser took is an unknown document, not a log
         if mod.sniff(head, name):
             return mod
+    if json_like and head.lstrip()[:1] == b"{" and b'"traceEvents"' not in head:
+        kineto = _load("kineto.trace")  # leading keys larger than the head: read on for traceEvents
+        if kineto.sniff_past_head(path):  # type: ignore[attr-defined]
+            return kineto
     if json_like:
         raise ParseError(name, "byte 0", "expected a known trace format; got a JSON document of an unknown kind "
                          f"({_json_keys(head)})")

@@ -10,7 +10,7 @@ from typing import Iterator
 
 import orjson
 
-from ingest.events import EventSink, ParseError
+from ingest.events import EventSink, ParseError, ParseReport
 from ingest.io import open_bytes
 
 # NVML's nvmlClocksEventReason* bits (formerly nvmlClocksThrottleReason*), nvml.h.
@@ -129,6 +129,16 @@ def parse_wallclock(text: str) -> tuple[int, bool] | None:
     if assumed:
         dt = dt.replace(tzinfo=timezone.utc)
     return _to_ns(dt), assumed
+
+
+def row_time(text: str, loc: str, report: ParseReport) -> tuple[int, bool] | None:
+    """A row's timestamp cell as parse_wallclock gives it; None when unreadable, after saying
+    so in the report and counting the row as skipped."""
+    parsed = parse_wallclock(text)
+    if parsed is None:
+        report.warn(f"{loc}: unreadable timestamp {text[:40]!r}; skipped")
+        report.skipped["row with a bad timestamp"] += 1
+    return parsed
 
 
 def _to_ns(dt: datetime) -> int:

@@ -87,7 +87,10 @@ def _snapshot_figures(ev: pd.DataFrame) -> dict:
                       ("memory.reserved_unallocated", "reserved_unallocated"),
                       ("memory.largest_free_block", "largest_free_block"),
                       ("memory.segments", "segments"),
-                      ("memory.segments_with_live_block", "segments_with_live_block")):
+                      ("memory.segments_with_live_block", "segments_with_live_block"),
+                      ("memory.expandable_segments", "expandable_segments"),
+                      ("memory.segment_mapped", "segment_mapped"),
+                      ("memory.segment_unmapped", "segment_unmapped")):
         vals = snap.loc[snap["name"] == name, "value"]
         if len(vals):
             out[key] = float(vals.sum()) if key != "largest_free_block" else float(vals.max())
@@ -100,6 +103,8 @@ def _b(n: float) -> str:
 
 def _snapshot_detail(f: dict, request: float) -> str:
     """What a memory snapshot adds: the largest hole and the segments nothing can release."""
+    if f.get("expandable_segments"):
+        return _expandable_detail(f)
     parts = []
     if f.get("largest_free_block") is not None:
         parts.append(f"the largest free block was {f['largest_free_block'] / 2**20:.0f} MiB for a "
@@ -108,6 +113,19 @@ def _snapshot_detail(f: dict, request: float) -> str:
         parts.append(f"{int(f['segments_with_live_block']):,} of {int(f['segments']):,} segments still hold a live "
                      "tensor, so emptying the cache cannot return them")
     return " (" + "; ".join(parts) + ")" if parts else ""
+
+
+def _expandable_detail(f: dict) -> str:
+    """Expandable segments grow and shrink by mapping pages (segment_map / segment_unmap), so a
+    free block does not bound a request and emptying the cache unmaps free pages even beside live
+    tensors: what the snapshot shows is the pages mapped when it was taken, and the history's
+    mapping counts say how it got there."""
+    mapped, unmapped = f.get("segment_mapped"), f.get("segment_unmapped")
+    history = (f"; the recorded history mapped {_b(mapped or 0)} and unmapped {_b(unmapped or 0)} of their pages"
+               if mapped is not None or unmapped is not None else
+               "; the recorded history holds no segment_map / segment_unmap action, so how they grew is not accounted")
+    return (f" ({int(f['expandable_segments']):,} of {int(f.get('segments') or 0):,} segments are expandable: the reserved "
+            f"figures count the pages mapped when the snapshot was taken{history})")
 
 
 def classify(f: dict) -> tuple[str, str]:
@@ -524,6 +542,8 @@ def oom_analysis(ctx) -> pd.DataFrame:
         cause, reason = _with_context(cause, reason, a, mig.get(str(row["artifact"])), figures)
         if cause == "undetermined":
             reason = _bare_reason(a, figures) or reason
+        if figures.get("expandable_segments") and "expandable" not in reason:
+            reason += _expandable_detail(figures)  # whatever the cause, say what the snapshot's figures count
         capture = _capture_evidence(near, group, regions)
         seen_in = sorted({str(r["artifact"]) for r, _, _ in group})
         if not a.get("text"):  # dumps and profiler events carry numbers, not a message: say them
@@ -538,6 +558,7 @@ def oom_analysis(ctx) -> pd.DataFrame:
                                    "an allocation whose size the message does not give",
                                    "seen_in": seen_in, "printed": len(group), "next_capture": _next_capture(a),
                                    "figures_gib": {k: round(v / GIB, 2) for k, v in figures.items()
-                                                   if k not in ("segments", "segments_with_live_block")}})
+                                                   if k not in ("segments", "segments_with_live_block",
+                                                                "expandable_segments")}})
         rows.append(row)
     return pd.DataFrame(rows)

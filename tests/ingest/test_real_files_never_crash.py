@@ -14,9 +14,12 @@ from tests.corpus import CORPUS
 
 ROOT = Path(__file__).resolve().parents[2]
 CAPTURES = ROOT / "tests" / "fixtures" / "captures"
-SKIP = {"SOURCES.md", "EXPECTED.md", "README.md"}
-# the format a capture folder's files are read as (the others: nvidia-smi's, of their kind)
-FOLDER_FORMAT = {"chrome_trace_array": "kineto"}
+SKIP = {"SOURCES.md", "EXPECTED.md", "README.md", "make_captures.py"}
+# the format a capture folder's files are read as, or per file suffix (the others: nvidia-smi's, of their kind)
+FOLDER_FORMAT: dict[str, str | dict[str, str]] = {
+    "chrome_trace_array": "kineto", "plain_text": "log",
+    "h100_issue33": {".pickle": "memory_snapshot", ".csv": "ncu_csv"},
+}
 
 
 def _files(root: Path) -> list[Path]:
@@ -53,6 +56,8 @@ def test_capture_fixture_parses(path):
         result = parse_one(path.name, path, Path(tmp))
     assert not result.error, result.error  # real captures of supported formats: read, not refused
     expected = FOLDER_FORMAT.get(path.relative_to(CAPTURES).parts[0], "nvidia_smi")
+    if isinstance(expected, dict):
+        expected = expected[path.suffix]
     assert result.format.startswith(expected), result.format
 
 

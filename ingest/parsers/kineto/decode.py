@@ -213,6 +213,18 @@ def _error_byte(e: msgspec.DecodeError) -> int | None:
     return int(m.group(1)) if m else None
 
 
+def events_key_at_top(data: bytes | bytearray, start: int = 0) -> int | None:
+    """The offset just past `"traceEvents": [` where that key belongs to the top-level object
+    of `data` (the text before it decodes as the object's leading keys), else None."""
+    for m in _EVENTS_KEY.finditer(data, start):
+        try:
+            _TOP.decode(data[:m.end()] + _CLOSE_TOP)
+        except (msgspec.DecodeError, UnicodeDecodeError):
+            continue  # the text sits inside a string or nested value, or is not UTF-8
+        return m.end()
+    return None
+
+
 class TraceReader:
     """One pass over a Kineto trace: `chunks()` yields typed events; afterwards `header`
     and `trailer` hold the top-level keys before and after `traceEvents` (raw values),
@@ -302,14 +314,12 @@ class TraceReader:
             if data[at:at + 1] == b"[":  # the event array is the document
                 self.bare = True
                 return data[at + 1:], at + 1
-            for m in _EVENTS_KEY.finditer(data, max(0, searched - 64)):
-                try:
-                    top = _TOP.decode(data[:m.end()] + _CLOSE_TOP)
-                except (msgspec.DecodeError, UnicodeDecodeError):
-                    continue  # the text sits inside a string or nested value, or is not UTF-8
+            end = events_key_at_top(data, max(0, searched - 64))
+            if end is not None:
+                top = _TOP.decode(data[:end] + _CLOSE_TOP)
                 top.pop("traceEvents")
                 self.header = top
-                return data[m.end():], m.end()
+                return data[end:], end
             searched = len(data)
             if not block:
                 raise self._whole_document_error(data)

@@ -29,10 +29,10 @@ import re2  # linear time: sniff runs on every uploaded file
 
 from ingest.clock import Clock
 from ingest.events import INT64_MAX, INT64_MIN, EventSink, ParseReport, dumps_attrs
-from ingest.io import is_gzip
+from ingest.io import is_gzip, open_bytes
 from ingest.row_copy import take_texts
 from ingest.parsers.kineto.decode import (
-    Args, Chunk, Event, TraceReader, decode_args, has_big_int, peek_trailer,
+    MAX_TOP_BYTES, Args, Chunk, Event, TraceReader, decode_args, events_key_at_top, has_big_int, peek_trailer,
 )
 from ingest.parsers.kineto.scan import INT, NULL, Texts, ints
 from ingest.parsers.kineto.kinds import (
@@ -79,6 +79,32 @@ def sniff(head: bytes, name: str) -> bool:
         return bool(_ARRAY_OF_EVENTS.match(first) and _PHASE_KEY.search(first)) \
             and sum(k in first for k in _EVENT_KEYS) >= 2
     return start == b"{" and b'"traceEvents"' in head and any(k in head for k in _KINETO_KEYS)
+
+
+LOOK_PAST_EVENTS_KEY = 64 << 10  # bytes of events read past `"traceEvents": [` for a Kineto key
+
+
+def sniff_past_head(path: Path) -> bool:
+    """A trace object whose leading top-level keys (a big `metadata` a job adds, many devices'
+    properties) outgrow the detection head: read on, as the parser itself does (up to
+    MAX_TOP_BYTES), until `traceEvents` opens at the top level, and look for Kineto's keys
+    in what precedes it and in the first events. Detection calls this only for a JSON object
+    no parser took from its head."""
+    data = bytearray()
+    searched = 0
+    with open_bytes(path) as f:
+        while searched <= MAX_TOP_BYTES:
+            block = f.read(1 << 20)
+            data += block
+            end = events_key_at_top(data, max(0, searched - 64))
+            if end is not None:
+                data += f.read(max(0, end + LOOK_PAST_EVENTS_KEY - len(data)))
+                window = bytes(data[:end + LOOK_PAST_EVENTS_KEY])
+                return any(k in window for k in _KINETO_KEYS)
+            searched = len(data)
+            if not block:
+                return False
+    return False
 
 
 class _LaunchMap:

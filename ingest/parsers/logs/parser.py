@@ -57,7 +57,9 @@ _STRUCTURED = (
      lambda head: any(l.startswith(("# HELP ", "# TYPE ")) for l in head)),
     ("`nvidia-smi nvlink` output", lambda head: any(re.match(r"^\s*Link \d{1,2}: ", l) for l in head)
      and any(l.startswith("GPU ") for l in head)),
-    ("DTrace output", lambda head: bool(head) and re.match(r"^\s*CPU\s+ID\s+FUNCTION:NAME", head[0]) is not None),
+    # dtrace prints "dtrace: script|description '...' matched N probe(s)" first, then its column header
+    ("DTrace output", lambda head: any(re.match(r"^\s*CPU\s+ID\s+FUNCTION:NAME", l) for l in head[:4])
+     or (bool(head) and re.match(r"^dtrace: (?:script|description) '.{0,200}' matched \d+ probes?$", head[0]) is not None)),
     ("a CSV table",
      lambda head: len(head) >= 2 and _CSV_HEADER.match(head[0]) is not None
      and all(l.count(",") == head[0].count(",") for l in head[1:4])),

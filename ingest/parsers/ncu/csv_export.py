@@ -17,6 +17,7 @@ from pathlib import Path
 from ingest.clock import Clock
 from ingest.events import EventSink, ParseError, ParseReport
 from ingest.io import read_all
+from ingest.parsers.ncu.launch import shape as launch_shape
 
 FORMAT = "ncu_csv"
 SOURCE = "ncu"
@@ -33,6 +34,8 @@ SOL_MEMORY = ("GPU Speed Of Light Throughput", "Memory Throughput",
               "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed")
 SOL_DURATION = ("GPU Speed Of Light Throughput", "Duration", "gpu__time_duration.sum")
 OCCUPANCY = ("Occupancy", "Achieved Occupancy", "sm__warps_active.avg.pct_of_peak_sustained_active")
+SM_COUNT = ("Launch Statistics", "# SMs", "launch__sm_count")
+SM_COUNT_RAW_FALLBACK = "device__attribute_multiprocessor_count"
 # Nsight Compute's SOLBottleneck rule: below 60 % of peak on both units = latency bound
 LATENCY_BOUND_BELOW_PCT = 60.0
 TIME_UNIT_NS = {"ns": 1, "nsecond": 1, "us": 1e3, "usecond": 1e3, "ms": 1e6, "msecond": 1e6,
@@ -90,12 +93,24 @@ def _kernel_row(sink: EventSink, rec: dict[str, str], metrics: dict[str, float],
         "context": rec.get("Context"),
         "compute_throughput_pct": _json_num(compute), "memory_throughput_pct": _json_num(memory),
         "achieved_occupancy_pct": _json_num(metrics.get("occupancy", math.nan)),
-        "duration_ns": _json_num(dur_ns), "bottleneck": bottleneck(compute, memory), **extra,
+        "duration_ns": _json_num(dur_ns), "duration_text": _duration_text(dur_ns),
+        "bottleneck": bottleneck(compute, memory),
+        **launch_shape(rec.get("Block Size"), rec.get("Grid Size"), metrics.get("sm_count", math.nan)), **extra,
     }
     sink.emit(ts=0, dur=0 if math.isnan(dur_ns) else int(round(dur_ns)), kind="kernel",
               name=rec.get("Kernel Name", ""), pid=_int(rec.get("Process ID")),
               device=_int(rec.get("Device")), stream=_int(rec.get("Stream")),
               attrs=attrs, loc=f"line {line}")
+
+
+def _duration_text(ns: float) -> str | None:
+    """"55.3 ms", "632 µs": the kernel's duration as a finding says it."""
+    if math.isnan(ns):
+        return None
+    for unit, scale in (("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
+        if ns >= scale:
+            return f"{ns / scale:.3g} {unit}"
+    return f"{ns:.0f} ns"
 
 
 def _json_num(v: float):
@@ -130,8 +145,11 @@ def _raw(path: Path, header: list[str], rows, first_line: int, sink: EventSink,
         dur = metric(SOL_DURATION) * TIME_UNIT_NS.get(unit_of.get(SOL_DURATION[2], "ns"), math.nan)
         all_metrics = {h: (v if math.isnan(number(v)) else number(v), unit_of.get(h, ""))
                        for h, v in rec.items() if h not in ID_COLUMNS and v != ""}
+        sms = metric(SM_COUNT)
+        if math.isnan(sms) and SM_COUNT_RAW_FALLBACK in col:
+            sms = number(row[col[SM_COUNT_RAW_FALLBACK]])
         _kernel_row(sink, rec, {"compute": metric(SOL_COMPUTE), "memory": metric(SOL_MEMORY),
-                                "occupancy": metric(OCCUPANCY)}, dur, line,
+                                "occupancy": metric(OCCUPANCY), "sm_count": sms}, dur, line,
                     {"metrics": {k: v for k, (v, _) in all_metrics.items()},
                      "units": {k: u for k, (_, u) in all_metrics.items() if u}})
 
@@ -159,7 +177,7 @@ def _details(header: list[str], rows, first_line: int, sink: EventSink, report: 
             continue
         value = number(rec["Metric Value"])
         for key, spec in (("compute", SOL_COMPUTE), ("memory", SOL_MEMORY),
-                          ("occupancy", OCCUPANCY), ("duration", SOL_DURATION)):
+                          ("occupancy", OCCUPANCY), ("duration", SOL_DURATION), ("sm_count", SM_COUNT)):
             if (section, metric_name) == spec[:2]:
                 k["metrics"][key] = value * (TIME_UNIT_NS.get(unit, math.nan) if key == "duration" else 1)
         attrs = {"kernel": rec["Kernel Name"], "id": rec["ID"], "section": section}

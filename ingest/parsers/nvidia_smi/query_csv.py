@@ -16,7 +16,7 @@ import re2  # linear time: detection and parsing run these on untrusted lines
 from ingest.clock import Clock
 from ingest.events import EventSink, ParseError, ParseReport
 from ingest.parsers.nvidia_smi.common import device_index
-from ingest.parsers.telemetry import CLOCK_EVENT_REASONS, ThrottleTracker, iter_lines, parse_wallclock
+from ingest.parsers.telemetry import CLOCK_EVENT_REASONS, ThrottleTracker, iter_lines, row_time
 
 FORMAT = "nvidia_smi_csv"
 SOURCE = "nvidia_smi"
@@ -95,10 +95,8 @@ def parse(path, sink: EventSink, report: ParseReport) -> None:
         row = dict(zip(fields, (c.strip() for c in cells)))
         ts = rows
         if "timestamp" in row:
-            parsed = parse_wallclock(row["timestamp"])
+            parsed = row_time(row["timestamp"], loc, report)
             if parsed is None:
-                report.warn(f"{loc}: unreadable timestamp {row['timestamp'][:40]!r}; skipped")
-                report.skipped["row with a bad timestamp"] += 1
                 continue
             ts, assumed = parsed
             tz_assumed += assumed

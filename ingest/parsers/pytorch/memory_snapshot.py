@@ -4,14 +4,19 @@ The snapshot holds the allocator's state when it was taken (`segments`, each wit
 `blocks`) and, when _record_memory_history was on, its recent actions per device
 (`device_traces`). Rows:
 
-* every trace action: alloc/segment_alloc -> `alloc`, free_requested/free_completed/
-  segment_free -> `free`, oom -> `oom`, anything else (segment_map, snapshot ...) -> `marker`;
+* every trace action: alloc/segment_alloc/segment_map -> `alloc`, free_requested/free_completed/
+  segment_free/segment_unmap -> `free`, oom -> `oom`, anything else (snapshot ...) -> `marker`;
+  segment_map / segment_unmap are expandable segments (PYTORCH_CUDA_ALLOC_CONF=
+  expandable_segments:True) growing and shrinking by mapping physical pages, the way
+  segment_alloc / segment_free reserve and release a whole segment;
   value = bytes, ts = time_us (wall clock: it matches Kineto's baseTimeNanoseconds + ts
   within microseconds on the same host).
 * one `marker` "memory.segment" per segment and "memory.block" per block, at snapshot time.
 * derived `sample` rows per device (what the OOM rules compare): reserved, allocated,
   reserved_unallocated, largest_free_block, fragmentation_ratio, segments,
-  segments_with_live_block, largest_free_block_per_segment.
+  segments_with_live_block, largest_free_block_per_segment, expandable_segments (segments the
+  allocator maps page by page) and, from the history, segment_mapped / segment_unmapped
+  (bytes the recorded segment_map / segment_unmap actions moved).
 """
 from __future__ import annotations
 
@@ -32,8 +37,8 @@ RECORDS_PER_BYTE = 1
 RECORDS_FLOOR = 1_000_000
 MAX_RECORDS = 50_000_000
 _ACTION_KIND = {
-    "alloc": "alloc", "segment_alloc": "alloc",
-    "free_requested": "free", "free_completed": "free", "segment_free": "free",
+    "alloc": "alloc", "segment_alloc": "alloc", "segment_map": "alloc",
+    "free_requested": "free", "free_completed": "free", "segment_free": "free", "segment_unmap": "free",
     "oom": "oom",
 }
 # A block in these states is a live tensor (or one whose free waits on a stream event):
@@ -80,8 +85,9 @@ def parse(path: Path, sink: EventSink, report: ParseReport) -> None:
     taken_at = _emit_trace_actions(traces, sink, report)
     segments = [s for s in snap["segments"] if _is_segment(s, report)]
     _emit_segments(segments, taken_at, sink)
+    mapping = page_mapping(traces)
     for device, figures in sorted(fragmentation_figures(segments).items()):
-        _emit_figures(device, figures, taken_at, sink)
+        _emit_figures(device, figures | mapping.get(device, {}), taken_at, sink)
     report.meta.update({
         "devices": sorted({clamp_int(s.get("device"), 0) for s in segments}),
         "allocator_settings": snap.get("allocator_settings") or {},
@@ -133,7 +139,7 @@ def fragmentation_figures(segments: list[dict]) -> dict[int, dict[str, Any]]:
     out: dict[int, dict[str, Any]] = {}
     for seg in segments:
         f = out.setdefault(clamp_int(seg.get("device"), 0), {
-            "reserved": 0, "allocated": 0, "largest_free_block": 0, "segments": 0,
+            "reserved": 0, "allocated": 0, "largest_free_block": 0, "segments": 0, "expandable_segments": 0,
             "segments_with_live_block": 0, "per_segment": {"address": [], "total_size": [],
                                                            "largest_free": [], "live_blocks": []}})
         blocks = [b for b in seg.get("blocks") or [] if isinstance(b, dict)]
@@ -145,6 +151,7 @@ def fragmentation_figures(segments: list[dict]) -> dict[int, dict[str, Any]]:
         f["allocated"] += allocated
         f["largest_free_block"] = max(f["largest_free_block"], largest_free)
         f["segments"] += 1
+        f["expandable_segments"] += bool(seg.get("is_expandable"))
         f["segments_with_live_block"] += live > 0
         per = f["per_segment"]
         per["address"].append(clamp_int(seg.get("address"), 0))
@@ -154,6 +161,19 @@ def fragmentation_figures(segments: list[dict]) -> dict[int, dict[str, Any]]:
     for f in out.values():
         f["reserved_unallocated"] = f["reserved"] - f["allocated"]
         f["fragmentation_ratio"] = f["reserved_unallocated"] / f["reserved"] if f["reserved"] else 0.0
+    return out
+
+
+def page_mapping(traces: list) -> dict[int, dict[str, int]]:
+    """Per device, the bytes the recorded history mapped into and unmapped from expandable
+    segments (segment_map / segment_unmap): how those segments grew and shrank."""
+    out: dict[int, dict[str, int]] = {}
+    for device, actions in enumerate(traces):
+        for a in actions if isinstance(actions, list) else []:
+            action = a.get("action") if isinstance(a, dict) else None
+            if action in ("segment_map", "segment_unmap"):
+                f = out.setdefault(device, {"segment_mapped": 0, "segment_unmapped": 0})
+                f["segment_mapped" if action == "segment_map" else "segment_unmapped"] += clamp_int(a.get("size"), 0)
     return out
 
 
@@ -167,7 +187,9 @@ def _emit_figures(device: int, f: dict[str, Any], ts: int, sink: EventSink) -> N
         ("memory.segments", f["segments"], "count", None),
         ("memory.segments_with_live_block", f["segments_with_live_block"], "count", None),
         ("memory.largest_free_block_per_segment", f["largest_free_block"], "bytes", f["per_segment"]),
+        ("memory.expandable_segments", f["expandable_segments"], "count", None),
     ]
+    rows += [(f"memory.{key}", f[key], "bytes", None) for key in ("segment_mapped", "segment_unmapped") if key in f]
     for name, value, unit, attrs in rows:
         sink.emit(ts=ts, kind="sample", name=name, device=device, value=float(value), unit=unit,
                   attrs=attrs or {}, loc=f"segments (device {device})")

@@ -5,8 +5,7 @@ import pytest
 from diagnosis import scenarios
 
 CASES = {
-    "compute_apps.csv": ("pid, process_name, used_gpu_memory [MiB]\n1234, python, 10240 MiB\n"
-                         "5678, /usr/bin/python3, 2048 MiB\n", "a CSV table"),
+    "results.csv": ("model, batch size, tokens per s\nllama, 8, 1234.5\nmistral, 8, 1302.1\n", "a CSV table"),
     "nvlink.txt": ("GPU 0: NVIDIA A100-SXM4-80GB (UUID: GPU-3f1c2e4a-0000-0000-0000-000000000000)\n"
                    "\t Link 0: 25 GB/s\n\t Link 1: 25 GB/s\n", "`nvidia-smi nvlink` output"),
     "dtrace.txt": ("CPU     ID                    FUNCTION:NAME\n  3  18461                 cudaMalloc:entry\n",
