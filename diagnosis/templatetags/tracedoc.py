@@ -2,6 +2,7 @@
 import re
 from datetime import datetime, timezone
 from functools import lru_cache
+from urllib.parse import urlencode
 
 from django import template
 from django.urls import reverse
@@ -75,3 +76,11 @@ def rule_url(context, rule_id: str, team_id=None) -> str:
         if rule_id in cache[team_id]:
             return reverse("rules:rule-edit", args=[cache[team_id][rule_id]])
     return reverse("rules:builtin-detail", args=[rule_id]) if rule_id in _builtin_ids() else ""
+
+
+@register.simple_tag
+def timeline_link(trace_pk, artifact="", loc="", ts="", dur="") -> str:
+    """The trace page opened at an event (its file and location) or a time: the page's timeline
+    reads the query (static/js/timeline.js, linkedPlace) as its evidence buttons do."""
+    place = {k: v for k, v in (("artifact", artifact), ("loc", loc), ("ts", ts), ("dur", dur)) if v not in ("", None)}
+    return reverse("ingest:trace-detail", args=[trace_pk]) + "?" + urlencode(place) + "#timeline"

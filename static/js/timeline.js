@@ -225,12 +225,14 @@
     detail.append(pre);
   }
 
-  async function focusEvidence(button) {
-    const body = await fetchView(undefined, undefined, {artifact: button.dataset.artifact, loc: button.dataset.loc, max_items: 1});
+  // `place`: a button's dataset or a link's query (artifact, loc, ts, dur): the event the file and
+  // location name, else the time
+  async function focusEvidence(place) {
+    const body = place.artifact && place.loc ? await fetchView(undefined, undefined, {artifact: place.artifact, loc: place.loc, max_items: 1}) : null;
     card.scrollIntoView({behavior: "smooth", block: "start"});
     if (!body || !body.found) {
-      say("that evidence has no timed event on the timeline");
-      if (button.dataset.ts) { const at = Number(BigInt(button.dataset.ts) - origin); await around(at, 50000, null); }
+      if (place.artifact && place.loc) say("that evidence has no timed event on the timeline");
+      if (/^\d+$/.test(place.ts || "")) { const at = Number(BigInt(place.ts) - origin); await around(at, Number(place.dur) || 50000, null); }
       return;
     }
     const f = body.found;
@@ -255,7 +257,14 @@
   card.querySelector("[data-act=zoom-in]").addEventListener("click", () => { const [s, e] = visible(); const q = (e - s) / 4; zoomTo(s + q, e - q); });
   card.querySelector("[data-act=zoom-out]").addEventListener("click", () => { const [s, e] = visible(); const q = (e - s) / 2; zoomTo(s - q, e + q); });
   card.querySelector("[data-act=reset]").addEventListener("click", () => zoomTo(0, span));
-  document.querySelectorAll("button.evidence-link").forEach(b => b.addEventListener("click", () => focusEvidence(b)));
+  document.querySelectorAll("button.evidence-link").forEach(b => b.addEventListener("click", () => focusEvidence(b.dataset)));
+  // a link from elsewhere (the rule editor's test run) names the event or time in the query:
+  // ?artifact=&loc=&ts=&dur=#timeline opens the timeline there, as the evidence buttons do
+  function linkedPlace() {
+    const q = new URLSearchParams(window.location.search);
+    const place = {artifact: q.get("artifact") || "", loc: q.get("loc") || "", ts: q.get("ts") || "", dur: q.get("dur") || ""};
+    return (place.artifact && place.loc) || place.ts ? place : null;
+  }
   window.matchMedia("(prefers-color-scheme: dark)").addEventListener("change", () => { chart.dispose(); chart = null; draw(true); });
   // the plug-ins' way in, and a handle for tests and people with the console open
   window.tracedocTimeline = {
@@ -271,6 +280,11 @@
     },
   };
   // after the defer'd plug-ins have registered their hooks
-  const start = () => fetchView().then(body => { if (body) draw(false); });
+  const start = () => fetchView().then(body => {
+    if (!body) return;
+    draw(false);
+    const place = linkedPlace();
+    if (place) focusEvidence(place);
+  });
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start); else start();
 })();
