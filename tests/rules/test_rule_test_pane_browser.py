@@ -1,6 +1,7 @@
 """The rule editor's test pane in a real browser (issue 32 item 10): its "Show on timeline"
 links open the trace page's timeline at the matched row (or the finding's evidence) in a new
-tab, the editor's text left as it is. Screenshots in test-artifacts/browser/rule_test_pane_*."""
+tab, the editor's text left as it is; the matched rows table scrolls inside its card on a
+desktop and a phone, light and dark. Screenshots in test-artifacts/browser/rule_test_pane_*."""
 import pytest
 
 from tests.support.browser_wait import wait_for_js
@@ -11,6 +12,16 @@ from tests.support.rule_texts import MALLOC_IN_DECODE as RULE
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 
 SIZES = {"desktop": {"width": 1440, "height": 900}, "phone": {"width": 390, "height": 844}}
+
+# the matched rows' scroll box, the card around it and the page's width, in CSS pixels
+BOXES = """() => {
+  const box = el => { const r = el.getBoundingClientRect(); return {x: r.left, w: r.width, right: r.right}; };
+  const rows = document.querySelector('.selection-rows .rows-scroll');
+  return {rows: box(rows), card: box(rows.closest('.card')), table: box(rows.querySelector('table')),
+          scrolls: rows.scrollWidth > rows.clientWidth, overflow_x: getComputedStyle(rows).overflowX,
+          page: document.scrollingElement.scrollWidth, viewport: window.innerWidth,
+          links: [...document.querySelectorAll('.selection-rows a.row-on-timeline')].map(box)};
+}"""
 
 # where the timeline shows, as absolute ns strings (BigInt: the times need more than 53 bits)
 SHOWN = """() => { const t = window.tracedocTimeline, [s, e] = t.range();
@@ -66,3 +77,21 @@ def test_show_on_timeline_opens_the_trace_at_the_matched_row(decode_trace, live_
     assert shown["detail"] and where.split(":")[0].strip() in shown["detail"]
     shown["tab"].close()
     assert "team.malloc-in-decode" in page.locator(".rule-code .cm-content").inner_text()  # the editor kept its text
+
+
+@pytest.mark.parametrize("size", list(SIZES))
+def test_the_matched_rows_scroll_inside_their_card(decode_trace, live_server, browser, size):
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page = browser.new_context(viewport=SIZES[size]).new_page()
+    log_in(page, live_server.url + "/rules/new/")
+    run_rule(page, decode_trace)
+    for scheme in ("light", "dark"):
+        page.emulate_media(color_scheme=scheme)
+        page.locator(".selection-rows").evaluate("el => el.scrollIntoView({block: 'center'})")
+        page.screenshot(path=str(SHOTS / f"rule_test_pane_rows_{size}_{scheme}.png"))
+        b = page.evaluate(BOXES)
+        assert b["page"] <= b["viewport"], f"{size} {scheme}: the page is {b['page']} px wide"
+        # the rows' box is inside the card; the table is wider and scrolls inside the box
+        assert b["card"]["x"] <= b["rows"]["x"] and b["rows"]["right"] <= b["card"]["right"] + 0.5, b
+        assert b["overflow_x"] == "auto" and b["scrolls"] and b["table"]["w"] > b["rows"]["w"], b
+        assert len(b["links"]) == 5
