@@ -39,6 +39,7 @@ TEARDOWN_NAMES = ("NCCLOperationsFailed", "NCCLProcessTeardown", "NCCLWatchdogTe
                   "NCCLTimeoutBacktrace", "NCCLCommunicatorAborted")
 # a log line that itself says the ranks disagree (DETAIL fingerprints, NCCL's checks, fr_trace)
 MISMATCH_REPORTS = ("CollectiveFingerprintMismatch", "NCCLMismatchedCollective", "NCCLCollectiveSizeMismatch",
+                    "CollectiveMismatchReported",
                     "FRCollectiveMismatch")
 KERNEL_FAULTS = ("cudaErrorIllegalAddress", "cudaErrorAssert", "cudaErrorLaunchFailure",
                  "cudaErrorIllegalInstruction", "cudaErrorMisalignedAddress", "cudaErrorECCUncorrectable",

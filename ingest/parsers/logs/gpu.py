@@ -108,6 +108,11 @@ _DEVICE_PLUGIN = re.compile(r"XidCriticalError: Xid=(\d{1,4}) on Device=([^\s,]{
 # (2 and 4 are the single/double-bit ECC event types; "Skipping non-..." lines are not Xids)
 _PLUGIN_EVENT = re.compile(r"EventType:8 EventData:(\d{1,4})\b")
 _DCGM_XID = re.compile(r"Detected XID (\d{1,4}) for GPU (\d{1,3})|an uncontained error \(XID (95)\)")
+# the DCGM diagnostic's own verdict on the line that names the Xid: a failed test (NVSentinel's
+# preflight JSON "event": "Test fail", dcgmi diag's "| Fail |" cell, the DCGM_FR_XID_ERROR code)
+_DIAG_FAILED = re.compile(r"\bTest fail(?:ed|ure)?\b|\|\s{0,8}Fail(?:ed)?\s{0,8}\||\bDCGM_FR_XID_ERROR\b|"
+                          r"\bdiag(?:nostic)?\b[^\n]{0,80}\bfail(?:ed|ure)?\b", re.I)
+_AT_LEAST_WARNING = {"debug": "warning", "info": "warning"}
 _FALLEN_PCI = re.compile(r"GPU (?:at )?(?:PCI:)?([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.\d)?)")
 _GPU_LOST = re.compile(r"Unable to (?:determine|detect) the device handle for (?:GPU ?)?([0-9A-Fa-f:.]{7,20}): "
                        r"(Unknown Error|GPU is lost)|\bGPU is lost\b|NVML_ERROR_GPU_IS_LOST|NV_ERR_GPU_IS_LOST|"
@@ -267,7 +272,14 @@ def _xid_line(body: str) -> Hit | None:
     m = _DCGM_XID.search(body)
     if m:
         device = int(m.group(2)) if m.group(2) else -1
-        return _xid_hit(int(m.group(1) or m.group(3)), {"device": device, "reported_by": "DCGM", "detail": ""}, body)
+        hit = _xid_hit(int(m.group(1) or m.group(3)), {"device": device, "reported_by": "DCGM", "detail": ""}, body)
+        if _DIAG_FAILED.search(body):
+            # the diagnostic failed the GPU on this Xid: whatever the catalog says of the code alone
+            # (45, a cleanup after earlier errors), the GPU did not pass its check
+            hit.attrs["diag_failed"] = True
+            hit.attrs["summary"] += ", and the DCGM diagnostic failed the GPU on it"
+            return hit._replace(severity=_AT_LEAST_WARNING.get(hit.severity, hit.severity))
+        return hit
     return None
 
 

@@ -125,6 +125,7 @@ class LogParser:
         self._flush_wrap()
         self._close_block()
         self._flush_wrap()
+        self._close_block()  # a record the last flush completed may have opened a block
         self._release_oom()
         self._bfc_dump_alone()
         self._say_if_structured()
@@ -170,6 +171,9 @@ class LogParser:
         if self.wrap and self._continue_wrap(line):
             return
         if self.block is not None and self.block.offer(line):
+            return
+        if self.block is not None and record_incomplete(p.body):
+            self.wrap = [line]  # a record wrapped mid-way: the open block may take it once it is whole
             return
         self._close_block()
         if GraphBreak.starts(line):
@@ -271,8 +275,17 @@ class LogParser:
 
     def _flush_wrap(self) -> None:
         lines, self.wrap = self.wrap, []
-        if lines:
-            self._single(lines[0], lines[1:])
+        if not lines:
+            return
+        # the record whole again: it may go on the open block (a burst of device-side assertions
+        # each wrapped before its " failed.") or open one; else it is a line of its own
+        if self.block is not None and self.block.offer(lines[0]):
+            return
+        self._close_block()
+        if (asserts := DeviceAsserts.open(lines[0])) is not None:
+            self.block = asserts
+            return
+        self._single(lines[0], lines[1:])
 
     # --- single lines ----------------------------------------------------------------------
     def _single(self, line: Line, wrapped: list[Line] | None = None) -> None:

@@ -78,6 +78,13 @@ _DMESG = re.compile(r"^\[ *(\d+\.\d+)\] ")
 _PYLOGGING = re.compile(r"^(DEBUG|INFO|WARNING|ERROR|CRITICAL):([\w.]+):")   # logging.basicConfig
 _LEVEL_WORD = re.compile(r"^\s*\[?(DEBUG|INFO|WARN|WARNING|ERROR|CRITICAL|FATAL)\]?[:\s]")
 _NCCL_DEBUG = re.compile(r"^([\w.-]+):(\d+):(\d+) \[(\d+)\] NCCL (INFO|WARN|ERROR|TRACE|ABORT) ")
+# An application's own envelope: a clock-only stamp, then the level, alone or after the logger's name:
+# "[16:10:42] health/ERROR  ", "[12:00:01.250] ERROR    ", "[09:15:02] worker.main:WARNING ", "[10:00:00] [INFO] "
+# (rich's console, CLI tools' loggers). The level word must close the envelope, so a message that
+# merely starts with a clock keeps its text.
+_CLOCK_LEVEL = re.compile(
+    r"^\[(\d{1,2}):(\d{2}):(\d{2})(?:[.,](\d{1,9}))?\] {1,4}(?:([\w.-]{1,64})[/:|] ?)?\[?"
+    r"(DEBUG|INFO|NOTICE|WARN|WARNING|ERROR|CRITICAL|FATAL)\]?(?::| |$) {0,8}")
 
 
 def _ns(year: int, month: int, day: int, h: int, m: int, s: int, frac: str | None = None,
@@ -274,6 +281,14 @@ def _nccl_debug(m: re.Match, body: str, p: Prefix, year: _Year) -> str:
     return body[m.end():]
 
 
+def _clock_level(m: re.Match, body: str, p: Prefix, year: _Year) -> str:
+    p.severity = _LEVELS[m.group(6)]
+    p.extra["clock"] = body[1:m.end(3) if not m.group(4) else m.end(4)]  # no date: kept off the wall clock
+    if m.group(5):
+        p.origin = m.group(5)
+    return body[m.end():]
+
+
 def _level_word(m: re.Match, body: str, p: Prefix, year: _Year) -> str:
     p.severity = _LEVELS[m.group(1)]
     return body[m.end():].lstrip(" ")
@@ -321,6 +336,7 @@ _HEADERS = (
     _Header(_SYSLOG, _upper, _syslog),
     _Header(_DMESG_T, _bracket, _dmesg_t),
     _Header(_DMESG, _bracket, _dmesg),
+    _Header(_CLOCK_LEVEL, _bracket, _clock_level),
     _Header(_NCCL_DEBUG, _any, _nccl_debug, needs=" NCCL "),
     _Header(_PYLOGGING, _level_letter, _level_and_origin),
     _Header(_LEVEL_WORD, _any, _level_word),

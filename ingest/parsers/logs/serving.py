@@ -84,6 +84,10 @@ _REJECTED = re.compile(r"Input prompt \((\d+) tokens\)(?: \+ lookahead slots \(\
                        r"the capacity of block_manager")
 _LLAMA_CPP_FULL = re.compile(r"failed to find (?:a memory slot|KV cache slot|free space in the KV cache)"
                              r"(?: for u?batch of size (\d+))?")
+# llama.cpp's server gives the request up once halving the batch reached n_batch = 1 (or decode failed
+# outright): "failed to decode the batch, n_batch = 1, ret = 1", later "failed to decode the batch: KV cache
+# is full - try increasing it via the context size, i = 0, n_batch = 1, ret = 1". Printed only then.
+_LLAMA_CPP_GAVE_UP = re.compile(r"failed to decode the batch\b(?:[^\n]{0,200}?n_batch = (\d{1,9}))?(?:, ret = (-?\d{1,9}))?")
 # a pasted /metrics scrape: the cumulative counter (v0 and v1 names)
 _PROM_PREEMPT = re.compile(r"^vllm:num_preemptions(?:_total)?\{[^}]{0,400}\} ([\d.]+(?:e\+?\d+)?)\s*$")
 _RETRACT = re.compile(r"(Decode out of memory happened|KV cache pool is full\. Retract requests\.)")
@@ -123,6 +127,7 @@ SERVING_WORDS = tuple(trigger.lower() for _, trigger in _REFUSALS) + (
     "raise_if_cache_size_invalid", "check_enough_kv_cache_memory",      # vLLM's checks, message cut
     "reduced", "truncated",                                             # _context_reduced
     "preempt", "capacity of block_manager", "failed to find", "decode out of memory", "kv cache pool is full",
+    "failed to decode the batch",
     "kv cache usage:", "token usage:",                                  # _stats
     "available kv cache memory", "reserved for kv cache", "kv_cache_size=", "larger than the profiled value",
     "max_total_num_tokens=", "kv cache is allocated", " blocks: ", "max_block_count", "kv cache size:",
@@ -280,6 +285,14 @@ def _pressure(body: str) -> Hit | None:
         return Hit("log", "KVCacheFull", {"engine": "vllm", "prompt_tokens": tokens, "summary":
                                           f"vLLM ignored a {tokens:,}-token prompt: it exceeds what the whole KV "
                                           "cache (block manager) can hold"}, "warning", float(tokens), "tokens")
+    m = _LLAMA_CPP_GAVE_UP.search(body) if "failed to decode the batch" in body else None
+    if m:
+        n_batch, ret = (int(m.group(1)) if m.group(1) else None), (int(m.group(2)) if m.group(2) else None)
+        at = f" at n_batch = {n_batch}" if n_batch is not None else ""
+        return Hit("error", "KVCacheDecodeFailed", {"engine": "llama.cpp", "n_batch": n_batch, "ret": ret,
+                                                    "summary": f"llama.cpp gave the request up: decode failed{at}"
+                                                               + (f" (ret = {ret})" if ret is not None else "")},
+                   "error", float(n_batch if n_batch is not None else 1))
     m = _LLAMA_CPP_FULL.search(body)
     if m:
         size = f" for a batch of {int(m.group(1)):,} tokens" if m.group(1) else ""
