@@ -18,12 +18,9 @@ from ingest.parsers.logs.prefix import Prefix
 TRACEBACK_HEADER = "Traceback (most recent call last):"
 CHAINED = ("During handling of the above exception, another exception occurred:",
            "The above exception was the direct cause of the following exception:")
-_FRAME = re.compile(r'^\s*File "([^"]+)", line (\d+)(?:, in (.+))?')  # pasted tracebacks lose the indent
+_FRAME = re.compile(r'^\s+File "([^"]+)", line (\d+)(?:, in (.+))?')
 _EXCEPTION = re.compile(r"^([A-Za-z_][\w.]*(?:::\w+)*)(?::\s?(.*))?$")
 _EXCEPTION_SUFFIXES = ("Error", "Exception", "Exit", "Interrupt", "Failure", "Fault")
-# a class raised from a package's errors/exceptions module is an exception whatever its name
-# (triton.runtime.errors.OutOfResources, google.api_core.exceptions.NotFound, torch._dynamo.exc.Unsupported)
-_EXCEPTION_MODULES = (".exc.", ".errors.", ".exceptions.", ".error.")
 # Lines torch (and the CUDA runtime) append to an exception message.
 _MESSAGE_CONTINUATIONS = (
     "CUDA kernel errors might be asynchronously reported", "For debugging consider passing CUDA_LAUNCH_BLOCKING",
@@ -44,6 +41,9 @@ _GRAPH_BREAK_KEYS = ("Explanation:", "Hint:", "Reason:", "Graph Break Reason:", 
                      "torch._dynamo.config.capture_scalar_outputs", "env TORCHDYNAMO_", "due to:", "from user code:",
                      "Set torch._dynamo.config.verbose", "Set TORCH_LOGS=")
 _EXC_LINE = re.compile(r"^[A-Za-z_][\w.]{0,200}: ")   # "torch._dynamo.exc.Unsupported: generator"
+# Dynamo's own exception ends the exc_info of a break record; its message is the reason even when
+# the excerpt starts below the Traceback header (a record cut at its top, the tag still on each line)
+_DYNAMO_EXC = re.compile(r"^torch\._dynamo\.exc\.\w{1,60}: ")
 
 
 @dataclass
@@ -62,7 +62,7 @@ def exception_name(body: str) -> tuple[str, str] | None:
     if not m:
         return None
     last = m.group(1).split(".")[-1].split("::")[-1]
-    if not (last.endswith(_EXCEPTION_SUFFIXES) or last == "Error" or any(x in m.group(1) for x in _EXCEPTION_MODULES)):
+    if not (last.endswith(_EXCEPTION_SUFFIXES) or last == "Error" or ".exc." in m.group(1)):  # torch._dynamo.exc.*
         return None
     return m.group(1), (m.group(2) or "")
 
@@ -300,6 +300,9 @@ class GraphBreak:
                 cls, msg = b.split(": ", 1)
                 reason.append(f"{cls.rsplit('.', 1)[-1]}: {msg.strip()}")
                 section = ""
+            elif not reason and _DYNAMO_EXC.match(s):
+                cls, msg = s.split(": ", 1)
+                reason.append(f"{cls.rsplit('.', 1)[-1]}: {msg.strip()}")
             elif s.startswith("from user code:"):
                 section = "frames"
             elif b.startswith(("Graph Break Reason:", "Reason:")):
