@@ -18,9 +18,12 @@ from ingest.parsers.logs.prefix import Prefix
 TRACEBACK_HEADER = "Traceback (most recent call last):"
 CHAINED = ("During handling of the above exception, another exception occurred:",
            "The above exception was the direct cause of the following exception:")
-_FRAME = re.compile(r'^\s+File "([^"]+)", line (\d+)(?:, in (.+))?')
+_FRAME = re.compile(r'^\s*File "([^"]+)", line (\d+)(?:, in (.+))?')  # pasted tracebacks lose the indent
 _EXCEPTION = re.compile(r"^([A-Za-z_][\w.]*(?:::\w+)*)(?::\s?(.*))?$")
 _EXCEPTION_SUFFIXES = ("Error", "Exception", "Exit", "Interrupt", "Failure", "Fault")
+# a class raised from a package's errors/exceptions module is an exception whatever its name
+# (triton.runtime.errors.OutOfResources, google.api_core.exceptions.NotFound, torch._dynamo.exc.Unsupported)
+_EXCEPTION_MODULES = (".exc.", ".errors.", ".exceptions.", ".error.")
 # Lines torch (and the CUDA runtime) append to an exception message.
 _MESSAGE_CONTINUATIONS = (
     "CUDA kernel errors might be asynchronously reported", "For debugging consider passing CUDA_LAUNCH_BLOCKING",
@@ -62,7 +65,7 @@ def exception_name(body: str) -> tuple[str, str] | None:
     if not m:
         return None
     last = m.group(1).split(".")[-1].split("::")[-1]
-    if not (last.endswith(_EXCEPTION_SUFFIXES) or last == "Error" or ".exc." in m.group(1)):  # torch._dynamo.exc.*
+    if not (last.endswith(_EXCEPTION_SUFFIXES) or last == "Error" or any(x in m.group(1) for x in _EXCEPTION_MODULES)):
         return None
     return m.group(1), (m.group(2) or "")
 

@@ -33,10 +33,23 @@ _IB_MISMATCH = re.compile(r"NET/IB ?: (?:req \d+/\d+ tag \w+ peer (\S{1,80}) )?c
 _SOCKET_TRUNCATED = re.compile(r"NET/Socket ?: (?:peer (\S{1,80}) )?message truncated ?:? ?"
                                r"(?:receiving (\d{1,20}) bytes instead of (\d{1,20}))?")
 
+# A framework's own check that the ranks agree before it runs a collective (Horovod's coordinator,
+# and any wording of the form): "Mismatched ALLREDUCE CPU/GPU device selection: One rank specified
+# device GPU, but another rank specified device CPU", "Mismatched MPI operations: One rank did an
+# allreduce, but another rank did an allgather", "mismatch in the collective ... across ranks".
+_COLLECTIVE_WORD = (r"(?:ALL_?REDUCE|ALL_?GATHER(?:V)?|BROADCAST|ALL_?TO_?ALL(?:V)?|REDUCE_?SCATTER|REDUCE|GATHER|"
+                    r"SCATTER|BARRIER|collective|MPI|NCCL|Horovod)")
+_FRAMEWORK_MISMATCH = re.compile(r"\bMismatched (?P<what>[^:\n]{1,80}):\s?(?P<detail>[^\n]{0,400})|"
+                                 r"\bmismatch(?:ed)? (?:in|of) (?P<what2>[^.\n]{0,60}?\bcollectives?\b[^.\n]{0,80})",
+                                 re.I)
+_TWO_SIDES = re.compile(r"One rank [^\n]{1,200}?, but another rank [^\n]{1,200}", re.I)
+_DIFFERS = (("device", "device"), ("shape", "shape"), ("type", "dtype"), ("root", "root"), ("operation", "op type"),
+            ("size", "size"), ("scale", "scale factors"))
+
 # What a line must contain for collective_mismatch to match (the line prefilter's words, matched
 # case-insensitively; logs.prefilter): keep in step with the patterns above.
 MISMATCH_WORDS = ("detected mismatch between collectives", "mismatched collective", "collective mismatch",
-                  "message truncated")
+                  "message truncated", "mismatched ", "mismatch in ", "mismatch of ")
 
 
 def collective_mismatch(body: str) -> Hit | None:
@@ -49,6 +62,11 @@ def collective_mismatch(body: str) -> Hit | None:
         return "error", "NCCLMismatchedCollective", {
             "around_rank": rank, "detail": "NCCL's consistency check saw ranks call different collectives"
             + (f" at and around rank {rank}" if rank is not None else "")}, "critical"
+    m = _FRAMEWORK_MISMATCH.search(body)
+    # a collective named, or two ranks set against each other: not any "mismatched" in a message
+    if m and (m.group("what2") or _TWO_SIDES.search(m.group("detail") or "")
+              or re.match(_COLLECTIVE_WORD + r"\b", m.group("what") or "", re.I)):
+        return "error", "CollectiveMismatchReported", _framework_mismatch_attrs(m, body), "critical"
     m = _IB_MISMATCH.search(body)
     if m:  # the sender checks its message against the receive the peer posted
         return "error", "NCCLCollectiveSizeMismatch", _sizes("IB", m.group(1), m.group(2), m.group(3), "sends"), \
@@ -58,6 +76,20 @@ def collective_mismatch(body: str) -> Hit | None:
         return "error", "NCCLCollectiveSizeMismatch", _sizes("Socket", m.group(1), m.group(2), m.group(3),
                                                              "receives"), "critical"
     return None
+
+
+def _framework_mismatch_attrs(m: re.Match, body: str) -> dict:
+    """What the framework said the ranks disagree on, and both sides when it printed them."""
+    what = (m.group("what") or m.group("what2") or "").strip()
+    op = re.match(_COLLECTIVE_WORD, what, re.I) if m.group("what") else None
+    sides = _TWO_SIDES.search(body)
+    low = what.lower()
+    differs = [name for word, name in _DIFFERS if word in low]
+    detail = (f"mismatched {what}" if m.group("what") else f"mismatch in {what}") \
+        + (f": {sides.group(0).rstrip('.')}" if sides else "")
+    return {"op": op.group(0).upper() if op and op.group(0).upper() not in ("COLLECTIVE", "MPI", "NCCL", "HOROVOD")
+            else None, "differs": differs, "differs_text": ", ".join(differs) or "not stated",
+            "what": what[:120], "detail": detail[:400]}
 
 
 def fingerprint_attrs(body: str) -> dict:
@@ -148,6 +180,7 @@ _COMPLETE = (
     ("message truncated", re.compile(r"bytes instead of \d+")),
     ("This thread has been waiting for", re.compile(r"may be stuck")),       # XLA's rendezvous
     ("Termination timeout", re.compile(r"\d ?(?:seconds|s) exceeded")),
+    ("Assertion `", re.compile(r"`\s{0,8}failed")),    # a device-side assertion before its " failed."
 )
 MAX_WRAP_LINES = 4
 
