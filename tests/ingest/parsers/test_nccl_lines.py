@@ -208,18 +208,19 @@ def _best_of(fn, arg, n=5) -> float:
 
 
 def test_nccl_line_patterns_are_linear_on_long_lines():
-    """A 64 KiB line of word characters (or of the patterns' own literals) costs at most ~4x a
-    16 KiB one; a quadratic pattern costs 16x (the old result-chain pattern took 30-40 s)."""
+    """A 256 KiB line of word characters (or of the patterns' own literals) costs ~16x a 16 KiB
+    one; a quadratic pattern costs 256x (the old result-chain pattern took 30-40 s). The bound
+    sits between the two, far enough from both that a busy machine's noise does not cross it."""
     from ingest.parsers.logs import lines as log_lines, nccl as log_nccl
     checks = (log_lines._nccl_info, log_nccl.transport_failure, log_nccl.coll_line, log_nccl.xla_rendezvous,
               log_nccl.horovod_stall, log_nccl.collective_mismatch, log_nccl.cuda_fault_in_nccl,
               log_nccl.record_incomplete, log_nccl.rank_hang)
     for unit in ("a", "a/", "x.cc:1 -> ", "socket", ": opCount ", "NET/IB : ", "subset of ranks ",
                  "This thread has been waiting for `", "Ranks 1, 2 monitoredBarrier "):
-        small, big = ((unit * (n // len(unit) + 1))[:n] for n in (16 * 1024, 64 * 1024))
+        small, big = ((unit * (n // len(unit) + 1))[:n] for n in (16 * 1024, 256 * 1024))
         for check in checks:
-            t_small, t_big = _best_of(check, small), _best_of(check, big)
-            assert t_big <= 8 * t_small + 0.02, (check.__name__, unit, t_small, t_big)
+            t_small, t_big = _best_of(check, small), _best_of(check, big, n=3)
+            assert t_big <= 64 * t_small + 0.05, (check.__name__, unit, t_small, t_big)
 
 
 def test_coll_lines_carry_the_call():
