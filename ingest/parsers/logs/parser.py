@@ -38,7 +38,7 @@ from ingest.parsers.logs.nccl import (API_SITES, MAX_WRAP_LINES, RETRYING, TRANS
                                        record_incomplete)
 from ingest.parsers.logs.oom import TACTIC_SKIPPED, TRT_BUILD_FAILED, parse_oom
 from ingest.parsers.logs.prefix import split_line
-from ingest.parsers.logs.retried_oom import RETRY_NOTICE, HeldOOM
+from ingest.parsers.logs.retried_oom import CALLER_TOLERATES, RETRY_NOTICE, HeldOOM
 from ingest.parsers.logs.year import YearHint, year_hint
 
 FORMAT = "log"
@@ -166,8 +166,9 @@ class LogParser:
         line.prefix, line.ts = p, self.last_ts
         if self.held_net is not None:
             self._release_net(retried=bool(RETRYING.search(p.body)))
-        if self.held_oom is not None and (RETRY_NOTICE.search(p.body) or self.held_oom.expired(line.no)):
-            self._release_oom(p.body if RETRY_NOTICE.search(p.body) else "")
+        fallback = RETRY_NOTICE.search(p.body) or CALLER_TOLERATES.search(p.body)
+        if self.held_oom is not None and (fallback or self.held_oom.expired(line.no)):
+            self._release_oom(p.body if fallback else "")
         if self.wrap and self._continue_wrap(line):
             return
         if self.block is not None and self.block.offer(line):
@@ -289,6 +290,9 @@ class LogParser:
 
     # --- single lines ----------------------------------------------------------------------
     def _single(self, line: Line, wrapped: list[Line] | None = None) -> None:
+        if self.held_oom is not None and CALLER_TOLERATES.search(line.prefix.body):
+            # a line that reached here from a buffered block, past feed's check, qualifies the held OOM
+            self._release_oom(line.prefix.body)
         if wrapped is None and self.wrap and self._continue_wrap(line):
             return
         body = line.prefix.body

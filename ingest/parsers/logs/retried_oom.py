@@ -16,6 +16,9 @@ from ingest.parsers.logs.lines import LineHit
 
 WINDOW_LINES = 6     # the retry notice follows the failed allocation's own few lines
 RETRY_NOTICE = re.compile(r"\bretrying\b|\bwill retry\b|\bretry(?:ing)? (?:with|without)\b", re.I)
+# the allocator's own word that its caller falls back and goes on (TF/XLA BFC: "The caller indicates
+# that this is not a failure"): a wrapped message can put it on a line below "ran out of memory"
+CALLER_TOLERATES = re.compile(r"\bindicates that this is not a failure\b", re.I)
 
 
 @dataclass

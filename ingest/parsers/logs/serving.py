@@ -42,6 +42,9 @@ _REFUSAL_PATTERNS = (
     ("token_pool_oom", re.compile(r"\b(Prefill|Decode|Out) of memory\. Try to lower your batch size")),
     # SGLang retract_decode with a single request left (also "in SWA mode")
     ("kv_pool_exhausted", re.compile(r"No space left for only one request")),
+    # SGLang's request-to-token pool (one KV index row per running request): "alloc_req_slots runs out
+    # of memory. Please set a smaller number for `--max-running-requests`"
+    ("req_slots_exhausted", re.compile(r"\balloc_req_slots runs out of memory\b")),
     # TensorRT-LLM C++ runtime and PyTorch backend
     ("seq_does_not_fit", re.compile(r"maxTokensInPagedKvCache(?: \(\d+\))? must be large enough|"
                                     r"Impossible to fit in any sequence in kvCache")),
@@ -123,7 +126,7 @@ _SGLANG_COUNTS = {"running": re.compile(r"#running-req: (\d+)"), "waiting": re.c
 # case-insensitively; logs.prefilter): keep in step with the patterns above.
 SERVING_WORDS = tuple(trigger.lower() for _, trigger in _REFUSALS) + (
     "of memory. try to lower your batch size", "no space left for only one request", "maxtokensinpagedkvcache",
-    "impossible to fit in any sequence", "enough", "memory for the kv", "memory for kv",  # refusal patterns, TurboMind, TGI
+    "impossible to fit in any sequence", "alloc_req_slots runs out", "enough", "memory for the kv", "memory for kv",  # refusal patterns, TurboMind, TGI
     "raise_if_cache_size_invalid", "check_enough_kv_cache_memory",      # vLLM's checks, message cut
     "reduced", "truncated",                                             # _context_reduced
     "preempt", "capacity of block_manager", "failed to find", "decode out of memory", "kv cache pool is full",
@@ -181,7 +184,8 @@ def _refusal_pattern(body: str) -> str | None:
 
 
 _ENGINES = {"mem_fraction_static": "sglang", "decode_oom": "sglang", "prefill_oom": "sglang",
-            "token_pool_oom": "sglang", "kv_pool_exhausted": "sglang", "seq_does_not_fit": "tensorrt_llm",
+            "token_pool_oom": "sglang", "kv_pool_exhausted": "sglang", "req_slots_exhausted": "sglang",
+            "seq_does_not_fit": "tensorrt_llm",
             "turbomind_no_blocks": "lmdeploy", "tgi_prefill_tokens": "tgi"}
 
 
@@ -219,6 +223,9 @@ def _refusal_summary(a: dict) -> str:
     if v == "kv_pool_exhausted":
         return ("SGLang's KV pool had no free slot left even for its last running request, so retracting "
                 "requests could not help and the scheduler stopped")
+    if v == "req_slots_exhausted":
+        return ("SGLang's request-to-token pool had no free row for the batch's requests: more requests ran "
+                "at once than the pool was sized for (--max-running-requests)")
     if v == "seq_does_not_fit":
         room = f" ({a['kv_cache_tokens']:,} tokens)" if "kv_cache_tokens" in a else ""
         return f"TensorRT-LLM's paged KV cache{room} cannot hold one sequence to completion"

@@ -221,6 +221,8 @@ def test_dynamo_patterns_are_linear_on_long_lines(tmp_path):
     ("AssertionError: No space left for only one request, self.token_to_kv_pool_allocator.available_size()=0",
      "KVCacheInsufficient", "kv_pool_exhausted"),
     ("[2026-01-01 00:00:00 TP0] Out of memory. Try to lower your batch size.", "KVCacheInsufficient", "token_pool_oom"),
+    ("RuntimeError: alloc_req_slots runs out of memory. Please set a smaller number for `--max-running-requests`. "
+     "self.req_to_token_pool.available_size()=0, num_reqs=3,", "KVCacheInsufficient", "req_slots_exhausted"),
     ("[TM][ERROR] No enough blocks. Assertion fail: /root/lmdeploy/src/turbomind/models/llama/LlamaBatch.cc:358",
      "KVCacheInsufficient", "turbomind_no_blocks"),
     ("RuntimeError: No enough gpu memory for kv cache.", "KVCacheInsufficient", "no_kv_memory"),
