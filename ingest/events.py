@@ -80,12 +80,44 @@ def dumps_attrs(attrs: dict | None) -> str:
 
 
 class ParseError(Exception):
-    """Unusable input. The message names the file, where (line, byte offset, row, table)
-    and what was expected, so a person can act on it."""
+    """Unusable input. The message names the file, where (line, byte offset, row, table),
+    what was expected and, for a refusal of the input, what was got instead, so a person can
+    act on it: '<file>: <where>: expected <what>; got <excerpt or finding>'. Without `got`
+    (not a refusal of the input: an internal error, out of memory) the old shape stays."""
 
-    def __init__(self, path: str, where: str, expected: str):
-        self.path, self.where, self.expected = str(path), where, expected
-        super().__init__(f"{self.path}: {where}: {expected}" if where else f"{self.path}: {expected}")
+    def __init__(self, path: str, where: str, expected: str, got: str | None = None):
+        self.path, self.where, self.expected, self.got = str(path), where, expected, got
+        what = expected
+        if got is not None:
+            bare = expected.removeprefix("expected ")
+            what = f"expected {bare}; got {got[:MAX_GOT]}"
+        super().__init__(f"{self.path}: {where}: {what}" if where else f"{self.path}: {what}")
+
+
+MAX_GOT = 200  # a refusal's 'got' is an excerpt or a finding, never the whole input
+
+
+def excerpt(data: bytes | str, limit: int = 40) -> str:
+    """A short repr of the start of `data` for a refusal's 'got': bounded by `limit`
+    whatever the input's length (only the slice is copied)."""
+    head = data[:limit]
+    more = "..." if len(data) > limit else ""
+    return f"{head!r}{more}" if head else "nothing (empty)"
+
+
+def describe(value: Any) -> str:
+    """What a decoded document or field is, for a refusal's 'got': its kind and a bounded
+    excerpt (a few keys of an object, the length of a list), never the whole value."""
+    if isinstance(value, dict):
+        keys = ", ".join(excerpt(str(k), 30) for k in list(value)[:5])
+        return f"an object with keys {keys}{', ...' if len(value) > 5 else ''}" if value else "an empty object"
+    if isinstance(value, list):
+        return f"a list of {len(value):,} items" if value else "an empty list"
+    if isinstance(value, (str, bytes)):
+        return f"a string {excerpt(value)}"
+    if value is None:
+        return "null"
+    return f"{type(value).__name__} {excerpt(repr(value))}"
 
 
 @dataclass
