@@ -167,7 +167,7 @@ TRANSPORT_LINES = [  # (line, transport) in the words of NCCL versions, plugins 
     ("h:1:2 [0] proxy.cc:1143 NCCL WARN Socket recv failed while polling for opId=0x7f6f18cb7f40", "socket"),
     ("h:1:2 [0] bootstrap.cc:77 NCCL WARN Bootstrap : no socket interface found", "bootstrap"),
     ("torch.distributed.DistBackendError: [1] is setting up NCCL communicator and retrieving ncclUniqueId from [0] "
-     "via c10d key-value store by key '0', but store->get('0') got error: Connection reset by peer", ""),
+     "via c10d key-value store by key '0', but store->get('0') got error: Connection reset by peer", "network"),
 ]
 
 
