@@ -49,7 +49,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.acceptance.findings import assert_labelled_file, labelled_cases
+from tests.acceptance.findings import assert_labelled_file, assert_round_manifest, labelled_cases
 
 import pytest
 
@@ -59,11 +59,7 @@ CASES = labelled_cases(ROOT, strict_xfail=True)
 
 
 def test_the_round_is_what_its_docstring_says():
-    entries = [c.values[1] for c in CASES]
-    assert len(entries) == 39 and all(e["source"].startswith("https://github.com/") for e in entries)
-    assert sum(e["root_cause"] == "none" for e in entries) == 9
-    assert len({e["source"] for e in entries}) == 39
-    assert not any(e.get("xfail") for e in entries)
+    assert_round_manifest(CASES, files=39, healthy=9, xfails=0)
 
 
 @pytest.mark.parametrize("path,entry", CASES)

@@ -47,7 +47,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.acceptance.findings import assert_labelled_file, by_root, labelled_cases
+from tests.acceptance.findings import assert_labelled_file, assert_round_manifest, by_root, labelled_cases
 
 import pytest
 
@@ -57,11 +57,7 @@ CASES = labelled_cases(ROOT, strict_xfail=True)
 
 
 def test_the_round_is_what_its_docstring_says():
-    entries = [c.values[1] for c in CASES]
-    assert len(entries) == 33 and all(e["source"].startswith("https://github.com/") for e in entries)
-    assert sum(e["root_cause"] == "none" for e in entries) == 8
-    assert len({e["source"] for e in entries}) == 33
-    assert sum(bool(e.get("xfail")) for e in entries) == 8
+    assert_round_manifest(CASES, files=33, healthy=8, xfails=8)
 
 
 @pytest.mark.parametrize("path,entry", CASES)

@@ -52,7 +52,7 @@ from pathlib import Path
 
 from diagnosis import scenarios
 from ingest.parsers.logs.prefix import split_line
-from tests.acceptance.findings import assert_labelled_file, by_root, labelled_cases
+from tests.acceptance.findings import assert_labelled_file, assert_round_manifest, by_root, labelled_cases
 
 import pytest
 
@@ -62,11 +62,7 @@ CASES = labelled_cases(ROOT, strict_xfail=True)
 
 
 def test_the_round_is_what_its_docstring_says():
-    entries = [c.values[1] for c in CASES]
-    assert len(entries) == 40 and all(e["source"].startswith("https://github.com/") for e in entries)
-    assert sum(e["root_cause"] == "none" for e in entries) == 12
-    assert len({e["source"] for e in entries}) == 40
-    assert sum(bool(e.get("xfail")) for e in entries) == 0
+    assert_round_manifest(CASES, files=40, healthy=12, xfails=0)
 
 
 @pytest.mark.parametrize("path,entry", CASES)

@@ -3,6 +3,7 @@ program's (CaptureHook), with real files and, for the profiler, real torch."""
 import gzip
 import json
 import tarfile
+import time
 
 import pytest
 
@@ -81,8 +82,8 @@ def test_the_hook_is_inert_without_a_capture_folder(monkeypatch):
     assert hook.root is None
 
 
-def wait_for(on_demand, shipped, seconds=10.0):
-    import time
+def wait_for(on_demand, seconds=10.0):
+    """Poll until the agent has shipped or failed every outstanding order."""
     deadline = time.monotonic() + seconds
     while on_demand.outstanding and time.monotonic() < deadline:
         on_demand.poll()
@@ -97,7 +98,7 @@ def test_an_nvml_burst_is_taken_by_the_agent_at_100_hz_and_parses_as_nvml_sample
                          nvml=FakeReader)
     on_demand.take([{"id": 11, "kind": "nvml_burst", "duration_s": 1.5}])
     assert not (tmp_path / "capture" / "requests" / "11.json").exists()  # no program hook involved
-    wait_for(on_demand, shipped)
+    wait_for(on_demand)
     [bundle] = shipped
     assert bundle.meta["labels"]["capture_kind"] == "nvml_burst"
     with tarfile.open(bundle.path, "r:gz") as tar:
@@ -118,7 +119,7 @@ def test_an_nvml_burst_stays_within_its_byte_bound_in_whole_lines(tmp_path):
     on_demand, _, shipped = make(tmp_path)
     on_demand.nvml = FakeReader
     on_demand.take([{"id": 12, "kind": "nvml_burst", "duration_s": 5, "max_bytes": 3000}])
-    wait_for(on_demand, shipped)
+    wait_for(on_demand)
     [bundle] = shipped
     with tarfile.open(bundle.path, "r:gz") as tar:
         data = tar.extractfile(tar.getmembers()[0]).read()
@@ -134,7 +135,7 @@ def test_an_nvml_burst_without_nvml_fails_with_the_reason(tmp_path):
     on_demand, _, shipped = make(tmp_path)
     on_demand.nvml = no_nvml
     on_demand.take([{"id": 13, "kind": "nvml_burst", "duration_s": 1}])
-    wait_for(on_demand, shipped)
+    wait_for(on_demand)
     assert shipped == [] and "no NVML on this host" in on_demand.failed["13"]
 
 
