@@ -72,3 +72,21 @@ def assert_round_manifest(cases: list, files: int, healthy: int, xfails: int) ->
     assert sum(e["root_cause"] == "none" for e in entries) == healthy
     assert len({e["source"] for e in entries}) == files
     assert sum(bool(e.get("xfail")) for e in entries) == xfails
+
+
+def blind_round(folder: str, files: int, healthy: int, xfails: int) -> tuple:
+    """A blind round's two tests over tests/fixtures/<folder>: its manifest (so many files, healthy
+    look-alikes and known misses, one thread each) and one diagnosis per labelled file, known misses
+    as strict xfails. The module assigns them to test_* names for pytest to collect."""
+    import pytest
+
+    cases = labelled_cases(Path(__file__).resolve().parent.parent / "fixtures" / folder, strict_xfail=True)
+
+    def test_the_round_is_what_its_docstring_says():
+        assert_round_manifest(cases, files=files, healthy=healthy, xfails=xfails)
+
+    @pytest.mark.parametrize("path,entry", cases)
+    def test_diagnosed_as_labelled(path: Path, entry: dict):
+        assert_labelled_file(path, entry)
+
+    return test_the_round_is_what_its_docstring_says, test_diagnosed_as_labelled
