@@ -5,7 +5,7 @@ BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 HOST    ?= 127.0.0.1
 PORT    ?= 8000
-APPS    := tracedoc accounts ingest rules diagnosis cli agent alerts hosts otlp_receiver bench
+APPS    := tracedoc accounts ingest rules diagnosis cli agent alerts hosts otlp_receiver problems bench
 
 .PHONY: install bytecode run test test-fast fuzz lint-imports bench services coverage-doc clean
 

@@ -31,6 +31,7 @@ WEB_LAYERS: tuple[str, ...] = (
     "rules",
     "ingest",
     "accounts",
+    "problems",  # the API's error documents (RFC 9457), below every app: it knows no model
 )
 
 

@@ -3,12 +3,12 @@
 refuses: 400 invalid, 401 no credentials, 403 not allowed, 404 no such object (operations with
 a path parameter), 429 throttled, and whatever else a view documents at 400 or above (409 not
 done yet, 422 failed, 503 queue down...): every error answer of the API is a problem document
-(ingest.api.problems), whatever schema the view gave it."""
+(problems), whatever schema the view gave it."""
 from __future__ import annotations
 
 from http import HTTPStatus
 
-from ingest.api.problems import PROBLEM_CONTENT_TYPE
+from problems import PROBLEM_CONTENT_TYPE
 
 EVERY_OPERATION = (400, 401, 403, 429)
 WITH_PATH_PARAMETER = (404,)

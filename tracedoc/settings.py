@@ -269,7 +269,7 @@ REST_FRAMEWORK = {
     "PAGE_SIZE": 50,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     # every error answer is an RFC 9457 problem document (application/problem+json)
-    "EXCEPTION_HANDLER": "ingest.api.problems.exception_handler",
+    "EXCEPTION_HANDLER": "problems.exception_handler",
 }
 # Uploads per user (ingest.api.throttles); "" turns the throttle off. Counted in the default
 # cache: set TRACEDOC_CACHE_URL (redis://...) so that every web process counts together.

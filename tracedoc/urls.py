@@ -16,9 +16,9 @@ from tracedoc.api_docs import docs_view, schema_view
 from tracedoc.api_traces import urlpatterns as traces_api
 
 # under /api/ a 404, 400 or 500 that no view answered is a problem document too
-handler404 = "ingest.api.problems.not_found"
-handler400 = "ingest.api.problems.bad_request"
-handler500 = "ingest.api.problems.server_error"
+handler404 = "problems.not_found"
+handler400 = "problems.bad_request"
+handler500 = "problems.server_error"
 
 urlpatterns = [
     # the trace pages: ingest's (list, upload, progress) and diagnosis's (the trace page, its diffs)

@@ -11,7 +11,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from diagnosis.stored_diff import compare_stored
-from ingest.api.problems import ProblemSerializer, trace_not_done
+from ingest.api.problems import trace_not_done
+from problems import ProblemSerializer
 from ingest.models import Trace
 from rules.severity import SEVERITIES
 

@@ -12,7 +12,7 @@ from rest_framework.response import Response
 
 from diagnosis.backtest_runs import DEFAULT_TRACES, MAX_TRACES, backtest_rule
 from diagnosis.tasks import diagnose_stored
-from ingest.api.problems import problem
+from problems import problem
 from ingest.models import Trace
 from rules.api.views import RuleViewSet
 from rules.models import parse_rule

@@ -18,7 +18,8 @@ from diagnosis.timeline_store import StoredTimeline, timeline_for
 from diagnosis.timeline_view import DEFAULT_MAX_ITEMS, MAX_ITEMS_LIMIT, locate, view
 from ingest.events import INT64_MAX, INT64_MIN
 from ingest.io import open_stream
-from ingest.api.problems import TRACE_NOT_DONE, problem
+from ingest.api.problems import TRACE_NOT_DONE
+from problems import problem
 from ingest.models import Artifact, Trace
 
 MAX_CONTEXT_LINES = 200

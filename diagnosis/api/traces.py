@@ -9,7 +9,8 @@ from rest_framework.response import Response
 
 from diagnosis.api.report_schema import ReportField, ReportSerializer
 from diagnosis.api.serializers import FindingSerializer
-from ingest.api.problems import PROBLEM_CONTENT_TYPE, ProblemSerializer, trace_failed, trace_not_done
+from ingest.api.problems import trace_failed, trace_not_done
+from problems import PROBLEM_CONTENT_TYPE, ProblemSerializer
 from ingest.api.serializers import TraceDetailSerializer
 from ingest.api.views import TraceViewSet, upload_schema
 from ingest.models import Trace

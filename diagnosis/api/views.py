@@ -21,7 +21,7 @@ from diagnosis.cluster_merge import MergeRefused, merge, unmerge
 from diagnosis.forms import StreamFilterForm
 from diagnosis.models import ClusterRecord
 from diagnosis.rediagnose import BrokerUnavailable, RediagnoseRefused, rediagnose
-from ingest.api.problems import problem
+from problems import problem
 from ingest.models import Trace
 from diagnosis.api.form_parameters import query_parameters
 

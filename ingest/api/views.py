@@ -20,8 +20,8 @@ from rest_framework import mixins, parsers, serializers, status, viewsets
 from rest_framework.response import Response
 
 from accounts.models import Team
-from ingest.api.problems import (PROBLEM_CONTENT_TYPE, ProblemSerializer, problem, quota_exceeded, trace_failed,
-                                 upload_too_large)
+from ingest.api.problems import quota_exceeded, trace_failed, upload_too_large
+from problems import PROBLEM_CONTENT_TYPE, ProblemSerializer, problem
 from ingest.api.serializers import TraceDetailSerializer, TraceSerializer, TraceUploadSerializer
 from ingest.api.throttles import UploadRateThrottle
 from ingest.models import Trace

@@ -3,7 +3,8 @@
 trace is a 404, an unfinished one a 409 problem document; the trace page offers the others."""
 import pytest
 
-from ingest.api.problems import PROBLEM_CONTENT_TYPE, PROBLEM_TYPE_BASE, TRACE_NOT_DONE
+from ingest.api.problems import TRACE_NOT_DONE
+from problems import PROBLEM_CONTENT_TYPE, PROBLEM_TYPE_BASE
 from ingest.models import Trace
 from tests.support.diagnosed_traces import diagnosed
 

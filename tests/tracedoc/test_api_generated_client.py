@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ingest.api.problems import PROBLEM_TYPE_BASE
+from problems import PROBLEM_TYPE_BASE
 from tests.corpus import corpus
 
 pytestmark = pytest.mark.timeout(300)

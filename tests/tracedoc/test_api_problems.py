@@ -15,7 +15,7 @@ from rest_framework.test import APIClient
 
 from diagnosis.models import SLODefinition
 
-from ingest.api.problems import PROBLEM_CONTENT_TYPE, PROBLEM_TYPE_BASE
+from problems import PROBLEM_CONTENT_TYPE, PROBLEM_TYPE_BASE
 from ingest.models import Trace
 from tests.support.openapi_check import assert_matches_schema
 

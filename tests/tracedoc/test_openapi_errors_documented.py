@@ -3,7 +3,7 @@ documents its problem documents (`application/problem+json`), and the query para
 cluster stream and of every list carry the bounds and choices the server checks."""
 import pytest
 
-from ingest.api.problems import PROBLEM_CONTENT_TYPE
+from problems import PROBLEM_CONTENT_TYPE
 
 PROBLEM = {"schema": {"$ref": "#/components/schemas/Problem"}}
 
