@@ -1,8 +1,9 @@
-"""Backtest a rule's edited text over a team's newest finished traces, in the request, within
-a time budget: the traces left when the budget runs out are listed as not run rather than
-making the request wait (each trace is a full diagnosis, two or three times). The rules it is
-compared against are the team's as they were, without any version of the rule (a builtin of
-the same id stays); a saved version, when there is one, is compared too."""
+"""Backtest a rule's edited text over a team's newest finished traces, within a time budget
+(the editor's runs on a worker, diagnosis.rule_trial_runs; the API's in the request): the
+traces left when the budget runs out are listed as not run rather than making the caller
+wait (each trace is a full diagnosis, two or three times). The rules it is compared against
+are the team's as they were, without any version of the rule (a builtin of the same id
+stays); a saved version, when there is one, is compared too."""
 from __future__ import annotations
 
 import time
@@ -11,7 +12,7 @@ from dataclasses import dataclass, field
 from diagnosis.backtest import TraceBacktest, backtest_trace
 from diagnosis.models import SLODefinition
 from diagnosis.pipeline import load_events
-from diagnosis.tasks import artifact_results
+from diagnosis.tasks import missing_files, stored_inputs
 from ingest.models import Trace
 from rules.loader import load_rule_dirs
 from rules.models import TeamRule
@@ -73,9 +74,12 @@ def backtest_rule(team, candidate, count: int = DEFAULT_TRACES, budget_s: float 
         if time.monotonic() > deadline:
             return Backtest(candidate.id, int(candidate.version), tuple(outcomes), tuple(t.pk for t in traces[n:]),
                             saved_version)
-        artifacts = artifact_results(trace)
+        artifacts, offsets = stored_inputs(trace)  # a closed-loop capture's with those it adds to (before/)
+        if gone := missing_files(artifacts):
+            outcomes.append(TraceOutcome(trace.pk, str(trace), error=f"stored events gone: {', '.join(gone)}"))
+            continue
         try:
-            events, _ = load_events(artifacts, trace.clock_offsets or None)
+            events, _ = load_events(artifacts, offsets or None)
         except (OSError, ValueError) as e:  # a stored file gone or unreadable: that trace only
             outcomes.append(TraceOutcome(trace.pk, str(trace), error=f"{type(e).__name__}: {e}"))
             continue

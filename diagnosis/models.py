@@ -9,6 +9,7 @@ clusters were new, regressed or seen again.
 """
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -410,3 +411,36 @@ class SLODefinition(models.Model):
     def save(self, *args, **kwargs):
         self.full_clean(exclude=["team"])
         super().save(*args, **kwargs)
+
+
+class RuleTrial(models.Model):
+    """One run of the rule editor's "Test" or "Backtest" (diagnosis.rule_trial_runs), done by a
+    worker on the diagnose queue while the editor polls it. It keeps no text of the rule (the
+    task's message carries it): only its state, the result partial as rendered or the error,
+    and for whom; it expires after an hour."""
+
+    class Kind(models.TextChoices):
+        TEST = "test"
+        BACKTEST = "backtest"
+
+    class State(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        DONE = "done"
+        FAILED = "failed"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="+")
+    state = models.CharField(max_length=16, choices=State.choices, default=State.QUEUED)
+    subject = models.CharField(max_length=300, blank=True)  # what it runs on, for the progress line
+    html = models.TextField(blank=True)  # the result partial, once done
+    error = models.TextField(blank=True)  # why it failed: shown as such, never as findings
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    expires_at = models.DateTimeField(db_index=True)
+
+    @property
+    def finished(self) -> bool:
+        return self.state in (self.State.DONE, self.State.FAILED)

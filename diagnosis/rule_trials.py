@@ -1,65 +1,57 @@
 """The rule editor's trials, which diagnose: "Test" (the editor's text alone over one finished
 trace, with each selection's matched rows) and "Backtest" (the team's newest finished traces
 with and without it). Served under the rules pages' names by diagnosis/rule_trial_urls.py; the
-editor itself is rules/views.py, which imports nothing of diagnosis. Nothing is saved."""
+editor itself is rules/views.py, which imports nothing of diagnosis. A POST checks the text and
+queues the trial on the diagnose queue (diagnosis.rule_trial_runs), answering at once with a
+partial that polls `rule_trial` until the result is there. Nothing of the rule is saved."""
 from __future__ import annotations
 
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.http import Http404
-from django.shortcuts import render
-from django.views.decorators.http import require_POST
+from django.shortcuts import get_object_or_404, render
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_POST
 
-from diagnosis.backtest_runs import DEFAULT_TRACES, backtest_rule
-from diagnosis.models import SLODefinition
-from diagnosis.pipeline import diagnose
-from diagnosis.tasks import artifact_results
+from accounts.models import Team
+from diagnosis.models import RuleTrial
+from diagnosis.rule_trial_runs import TEMPLATES, settle, start_trial
 from ingest.uploads import team_for_upload
-from rules.compiler import compile_rule
-from rules.errors import EvalError
-from rules.features import TraceContext
 from rules.forms import TraceChoiceForm, unix_newlines
-from rules.models import TeamRule, check_rule
-from rules.selection_samples import selection_samples
-from rules.views import get_rule_for, saved_version, testable_traces
+from rules.models import check_rule
+from rules.views import get_rule_for, testable_traces
+
+TRIAL = "rules/partials/rule_trial.html"
 
 
 @login_required
 @require_POST
 def rule_test(request):
-    """Run the editor's text alone over one of the user's finished traces (htmx): its
-    findings, and each selection's row count and first matched rows, which tell why a
-    rule stayed quiet. Nothing is saved."""
+    """Run the editor's text alone over one of the user's finished traces (htmx), on a worker:
+    its findings, and each selection's row count and first matched rows, which tell why a
+    rule stayed quiet. A text that does not load is answered at once."""
     form = TraceChoiceForm(request.POST, traces=testable_traces(request, None))
     if not form.is_valid():
         raise Http404("no such finished trace")
     trace = form.cleaned_data["trace"]
-    loaded, errors = check_rule(unix_newlines(request.POST.get("yaml", "")))
-    report, samples, sample_error, event_count = None, [], "", 0
-    if loaded:
-        events = []
-        report = diagnose(artifact_results(trace), rules=[loaded], clock_offsets=trace.clock_offsets or None,
-                          slos=SLODefinition.objects.effective_for(trace.team), on_events=events.append)
-        event_count = len(events[0])
-        try:
-            samples = selection_samples(compile_rule(loaded), TraceContext(events[0]))
-        except EvalError as e:
-            sample_error = str(e)
-    return render(request, "rules/partials/test_result.html", {
-        "trace": trace, "loaded": loaded, "errors": errors, "samples": samples, "sample_error": sample_error,
-        "event_count": event_count,
-        "findings": report.findings if report else (), "rule_errors": report.rule_errors if report else ()})
+    text = unix_newlines(request.POST.get("yaml", ""))
+    loaded, errors = check_rule(text)
+    if loaded is None:
+        return render(request, TEMPLATES[RuleTrial.Kind.TEST], {"trace": trace, "errors": errors})
+    trial = start_trial(request.user, trace.team, RuleTrial.Kind.TEST, f"{trace} (trace {trace.pk})", text, trace.pk)
+    return render(request, TRIAL, {"trial": trial})
 
 
 @login_required
 @require_POST
 def rule_backtest(request, pk: int | None = None):
     """The editor's text, saved or not (a new rule has no pk), against the team's rules as they
-    were (without this rule) on its newest finished traces (htmx): what it would add or remove,
-    and for a saved rule what it changes against the saved version, findings and each
-    selection's matched rows. Nothing is saved."""
+    were (without this rule) on its newest finished traces (htmx), on a worker: what it would
+    add or remove, and for a saved rule what it changes against the saved version, findings
+    and each selection's matched rows. A text that does not load is answered at once."""
     rule = get_rule_for(request, pk) if pk is not None else None
-    loaded, errors = check_rule(unix_newlines(request.POST.get("yaml", "")))
+    text = unix_newlines(request.POST.get("yaml", ""))
+    loaded, errors = check_rule(text)
     if loaded is not None and rule is not None and loaded.id != rule.rule_id:
         loaded, errors = None, [{"line": 1, "col": 1, "message": f"id: a version of {rule.rule_id} keeps its id"}]
     team = rule.team if rule is not None else None
@@ -68,9 +60,18 @@ def rule_backtest(request, pk: int | None = None):
             team = team_for_upload(request.user, request.POST.get("team") or None)
         except ValidationError as e:
             loaded, errors = None, [{"line": 1, "col": 1, "message": " ".join(e.messages)}]
-    if loaded is not None and rule is None:  # a new rule of an id the team has: that one is its saved version
-        rule = TeamRule.objects.filter(team=team, rule_id=loaded.id).first()
-    result = backtest_rule(team, loaded, DEFAULT_TRACES, saved=saved_version(rule) if rule else None) \
-        if loaded else None
-    return render(request, "rules/partials/backtest_result.html",
-                  {"rule": rule, "loaded": loaded, "errors": errors, "result": result})
+    if loaded is None:
+        return render(request, TEMPLATES[RuleTrial.Kind.BACKTEST], {"rule": rule, "errors": errors})
+    trial = start_trial(request.user, team, RuleTrial.Kind.BACKTEST, f"the newest finished traces of {team}",
+                        text, rule.pk if rule else None)
+    return render(request, TRIAL, {"trial": trial})
+
+
+@login_required
+@require_GET
+def rule_trial(request, trial_id):
+    """A trial the user started (htmx polls it): still queued or running, its result partial,
+    or why it failed. Another user's, or one of a team the user left, is not found."""
+    trial = get_object_or_404(RuleTrial, pk=trial_id, user=request.user, team__in=Team.objects.of(request.user),
+                              expires_at__gt=timezone.now())
+    return render(request, TRIAL, {"trial": settle(trial)})

@@ -109,7 +109,15 @@ def stored_inputs(trace: Trace) -> tuple[list, dict]:
     return artifacts, offsets
 
 
-def diagnose_stored(trace: Trace, rules: list, on_stage=None) -> Report:
+def missing_files(artifacts: list) -> list[str]:
+    """The files of `artifacts` that were parsed but whose stored events are gone (deleted or
+    unreachable): the pipeline would go on without them, so a trial says so instead."""
+    return [a.name for a in artifacts if a.parquet is not None and not a.parquet.exists()]
+
+
+def diagnose_stored(trace: Trace, rules: list, on_stage=None, on_events=None) -> Report:
+    """The trace diagnosed from its stored inputs with `rules`: its diagnosis, the rules API's
+    test and the rule editor's (diagnosis.rule_trial_runs, which reads the events: on_events)."""
     artifacts, offsets = stored_inputs(trace)
     return diagnose(artifacts, rules=rules, clock_offsets=offsets or None,
-                    slos=SLODefinition.objects.effective_for(trace.team), on_stage=on_stage)
+                    slos=SLODefinition.objects.effective_for(trace.team), on_stage=on_stage, on_events=on_events)

@@ -349,8 +349,9 @@ TRACEDOC_TASK_MEMORY_LIMIT_MB = envint("TRACEDOC_TASK_MEMORY_LIMIT_MB",
 # ... and a child still holding more than this (resident, KiB) after a task is replaced by a fresh
 # one: what the allocators kept of one big trace is not carried into the next.
 CELERY_WORKER_MAX_MEMORY_PER_CHILD = envint("TRACEDOC_WORKER_MAX_MEMORY_PER_CHILD_MB", 2048) * 1024
-# the workflow's tasks (the beat job among them) live outside any app's tasks.py
-CELERY_IMPORTS = ("tracedoc.workflow",)
+# the workflow's tasks (the beat job among them) and the rule editor's trials (beside the
+# service they run, which reads diagnosis.tasks) live outside any app's tasks.py
+CELERY_IMPORTS = ("tracedoc.workflow", "diagnosis.rule_trial_runs")
 CELERY_TASK_SOFT_TIME_LIMIT = envint("TRACEDOC_TASK_SOFT_TIME_LIMIT", 55 * 60)
 CELERY_TASK_TIME_LIMIT = envint("TRACEDOC_TASK_TIME_LIMIT", 60 * 60)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True

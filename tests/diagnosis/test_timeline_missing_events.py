@@ -5,15 +5,12 @@ bands) and says why the file lanes are missing, never a 500."""
 import json
 
 import pytest
-from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 
-from diagnosis.tasks import diagnose_trace
 from diagnosis.timeline_store import forget_all
 from ingest.models import Artifact, Trace
-from ingest.tasks import parse_trace
-from ingest.uploads import create_trace
 from tests.support.closed_loop_world import SPIKY, reports
+from tests.support.diagnosed_traces import diagnosed_file
 
 URL = "/api/v1/traces/{}/timeline/"
 
@@ -82,23 +79,12 @@ def test_export_and_search_of_such_a_trace_answer_too(infra, alice, spiky, clien
     assert json.loads(searched.content)["total"] > 0
 
 
-def _parsed_and_diagnosed(team, user, path, adds_to=None) -> Trace:
-    trace = create_trace(team, user, [SimpleUploadedFile(path.name, path.read_bytes())], name=path.name)
-    if adds_to is not None:
-        Trace.objects.filter(pk=trace.pk).update(adds_to=adds_to)
-    parse_trace(trace.pk)
-    diagnose_trace(trace.pk)
-    trace.refresh_from_db()
-    assert trace.state == "done", trace.error
-    return trace
-
-
 def test_a_capture_shows_the_files_of_the_trace_it_adds_to(infra, alice, no_worker, client):
     """A closed-loop capture is diagnosed with the asking trace's files under before/: the
     timeline reads the same files, so none of the report's files is missing and its evidence
     in those files is found."""
-    first = _parsed_and_diagnosed(infra, alice, SPIKY / "token_latency.jsonl")
-    capture = _parsed_and_diagnosed(infra, alice, SPIKY / "profiler_trace.json.gz", adds_to=first)
+    first = diagnosed_file(infra, alice, SPIKY / "token_latency.jsonl")
+    capture = diagnosed_file(infra, alice, SPIKY / "profiler_trace.json.gz", adds_to=first)
     named = {a["path"] for a in capture.report["trace"]["artifacts"]}
     assert "before/token_latency.jsonl" in named
 

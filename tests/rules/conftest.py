@@ -10,6 +10,7 @@ from ingest.uploads import create_trace
 from rules.models import TeamRule
 from tests.corpus import corpus
 from tests.support.fixtures import *  # noqa: F401,F403
+from tests.support.rule_trials import trial_worker, trials  # noqa: F401
 from tests.support.rule_texts import GRAPH_LAUNCHES
 
 

@@ -71,11 +71,11 @@ def test_team_scoped_and_checked(alice_api, charlie_api, quiet_rule):
                           format="json").status_code == 400
 
 
-def test_the_editor_button_shows_the_table(client, alice, decode_trace, quiet_rule):
+def test_the_editor_button_shows_the_table(client, alice, decode_trace, quiet_rule, trials):
     client.force_login(alice)
     page = client.get(f"/rules/{quiet_rule.pk}/edit/").content.decode()
     assert f'hx-post="/rules/{quiet_rule.pk}/backtest/"' in page and "Backtest on recent traces" in page
-    partial = client.post(f"/rules/{quiet_rule.pk}/backtest/", {"yaml": FIRING}).content.decode()
+    partial = trials.run(client, f"/rules/{quiet_rule.pk}/backtest/", {"yaml": FIRING})
     assert 'data-change="added"' in partial and "team.malloc-in-decode" in partial
     assert 'data-change="removed"' not in partial
 
@@ -85,7 +85,7 @@ SLOW_ONLY = RULE.replace("version: 1", "version: 2").replace("    name: cudaMall
                                                               "    name: cudaMalloc\n    dur|gt: 50000")
 
 
-def test_an_edit_that_changes_the_matched_rows_reports_the_change(alice_api, alice, infra, decode_trace):
+def test_an_edit_that_changes_the_matched_rows_reports_the_change(alice_api, alice, infra, decode_trace, trials):
     """Issue 32: finding identity alone read "no change" for an edit that changed what matched."""
     saved = TeamRule.objects.create(team=infra, yaml=RULE, created_by=alice, updated_by=alice)
     response = alice_api.post(f"/api/v1/rules/{saved.pk}/backtest/", {"yaml": SLOW_ONLY}, format="json")
@@ -104,16 +104,16 @@ def test_an_edit_that_changes_the_matched_rows_reports_the_change(alice_api, ali
     # and the editor's table says it
     web = Client()
     web.force_login(alice)
-    partial = web.post(f"/rules/{saved.pk}/backtest/", {"yaml": SLOW_ONLY}).content.decode()
+    partial = trials.run(web, f"/rules/{saved.pk}/backtest/", {"yaml": SLOW_ONLY})
     assert 'data-change="matches-changed"' in partial and f'{match["saved"]} → {match["edited"]}' in partial
     assert 'data-change="changed"' in partial and "no change" not in partial
 
 
-def test_a_new_rule_is_backtested_before_it_is_saved(client, alice, infra, decode_trace):
+def test_a_new_rule_is_backtested_before_it_is_saved(client, alice, infra, decode_trace, trials):
     client.force_login(alice)
     page = client.get("/rules/new/").content.decode()
     assert 'hx-post="/rules/backtest/"' in page
-    partial = client.post("/rules/backtest/", {"yaml": RULE}).content.decode()
+    partial = trials.run(client, "/rules/backtest/", {"yaml": RULE})
     assert 'data-change="added"' in partial and "team.malloc-in-decode" in partial
     assert 'data-change="matches"' in partial and "no change" not in partial
     assert not TeamRule.objects.exists()  # nothing saved

@@ -18,7 +18,7 @@ def quiet_rule(infra, alice):
     return TeamRule.objects.create(team=infra, yaml=QUIET, created_by=alice, updated_by=alice)
 
 
-def test_the_backtest_button_shows_the_difference(quiet_rule, decode_trace, live_server, browser):
+def test_the_backtest_button_shows_the_difference(quiet_rule, decode_trace, trial_worker, live_server, browser):
     # the database first: it is not usable once Playwright runs its event loop
     rule_pk, trace_pk = quiet_rule.pk, decode_trace.pk
     SHOTS.mkdir(parents=True, exist_ok=True)
@@ -28,8 +28,9 @@ def test_the_backtest_button_shows_the_difference(quiet_rule, decode_trace, live
 
     type_rule(page, FIRING)
     page.wait_for_selector("#validation .ok")
-    page.click("#backtest-form button[type=submit]")
-    page.wait_for_selector("#backtest-result .backtest-table", timeout=120_000)
+    page.click("#backtest-form button[type=submit]")  # a trial on the worker: the pane polls it until it is done
+    page.wait_for_selector("#backtest-result .rule-trial[data-state=queued], #backtest-result .rule-trial[data-state=running]")
+    page.wait_for_selector("#backtest-result .rule-trial[data-state=done] .backtest-table", timeout=120_000)
     added = page.locator("#backtest-result [data-change=added]")
     rows = [added.nth(i).inner_text() for i in range(added.count())]
     assert any("finding" in r and "team.malloc-in-decode" in r and "v2" in r for r in rows), rows
@@ -47,7 +48,7 @@ def test_the_backtest_button_shows_the_difference(quiet_rule, decode_trace, live
     page.wait_for_selector("#validation .ok")
     with page.expect_response(lambda r: "/backtest/" in r.url):
         page.click("#backtest-form button[type=submit]")
-    page.wait_for_selector("#backtest-result .unchanged")
+    page.wait_for_selector("#backtest-result .unchanged", timeout=120_000)
     assert page.locator("#backtest-result :is([data-change=added], [data-change=removed], "
                         "[data-change=changed], [data-change=matches-changed])").count() == 0
     page.goto(f"{live_server.url}/rules/{rule_pk}/edit/")  # nothing was saved: still v1

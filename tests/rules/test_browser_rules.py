@@ -17,7 +17,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 TYPO = RULE.replace("condition: mallocs", "condition: malocs")
 
 
-def test_write_test_and_save_a_rule_then_read_the_latency_chart(decode_trace, live_server, browser):
+def test_write_test_and_save_a_rule_then_read_the_latency_chart(decode_trace, trial_worker, live_server, browser):
     # decode_trace first: the database is not usable once Playwright runs its event loop
     events = json.loads(gzip.decompress(corpus("h200", "fragmented_decode", "kineto_trace.json.gz").read_bytes()))
     mallocs = sum(1 for e in events["traceEvents"] if e.get("name") == "cudaMalloc" and e.get("ph") == "X")
@@ -36,7 +36,7 @@ def test_write_test_and_save_a_rule_then_read_the_latency_chart(decode_trace, li
     assert "valid: team.malloc-in-decode v1" in page.wait_for_selector("#validation .ok").inner_text()
     page.select_option("#id_trace", str(decode_trace.pk))
     page.click("#test-form button[type=submit]")
-    result = page.wait_for_selector("#test-result .test-result", timeout=60_000).inner_text()
+    result = page.wait_for_selector("#test-result .rule-trial[data-state=done] .test-result", timeout=60_000).inner_text()
     assert f"{mallocs} cudaMalloc call(s)" in result, result
     page.screenshot(path=str(SHOTS / "rule_editor_test.png"), full_page=True)
 

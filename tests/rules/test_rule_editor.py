@@ -49,12 +49,12 @@ def test_the_version_bump_is_checked_while_typing(logged_in, ours):
                                                          {"yaml": renamed, "rule": ours.pk}).content.decode()
 
 
-def test_a_test_run_shows_per_selection_counts_and_matched_rows(logged_in, graph_trace):
+def test_a_test_run_shows_per_selection_counts_and_matched_rows(logged_in, graph_trace, trials):
     events = json.loads(gzip.decompress(corpus("h200", "cudagraph_abort", "kineto_trace.json.gz").read_bytes()))
     launches = sum(1 for e in events["traceEvents"] if e.get("name") == "cudaGraphLaunch")
     quiet = RULE.replace("condition: launches", "condition: launches and syncs") \
         .replace("    name: cudaGraphLaunch", "    name: cudaGraphLaunch\n  syncs:\n    kind: runtime\n    name: noSuchCall")
-    body = logged_in.post("/rules/test/", {"yaml": quiet, "trace": graph_trace.pk}).content.decode()
+    body = trials.run(logged_in, "/rules/test/", {"yaml": quiet, "trace": graph_trace.pk})
     assert "no finding" in body
     assert f'data-selection="launches"><td><code>launches</code></td><td>events</td><td>{launches}</td>' in body
     assert 'data-selection="syncs"><td><code>syncs</code></td><td>events</td><td>0</td>' in body

@@ -20,7 +20,7 @@ QUIET = RULE.replace("    name: cudaMalloc", "    name: cudaMalloc\n  frees:\n  
     .replace("condition: mallocs", "condition: mallocs and frees")
 
 
-def test_two_errors_two_markers_and_per_selection_counts(decode_trace, live_server, browser):
+def test_two_errors_two_markers_and_per_selection_counts(decode_trace, trial_worker, live_server, browser):
     # decode_trace first: the database is not usable once Playwright runs its event loop
     events = json.loads(gzip.decompress(corpus("h200", "fragmented_decode", "kineto_trace.json.gz").read_bytes()))
     mallocs = sum(1 for e in events["traceEvents"] if e.get("name") == "cudaMalloc" and e.get("ph") == "X")
@@ -56,7 +56,7 @@ def test_two_errors_two_markers_and_per_selection_counts(decode_trace, live_serv
     option = page.locator(f"#id_trace option[value='{decode_trace.pk}']").inner_text()
     assert "uploaded " in option and "kineto" in option
     page.click("#test-form button[type=submit]")
-    result = page.wait_for_selector("#test-result .test-result", timeout=60_000)
+    result = page.wait_for_selector("#test-result .rule-trial[data-state=done] .test-result", timeout=60_000)
     assert "no finding" in result.inner_text()
     counts = {row.get_attribute("data-selection"): row.locator("td").nth(2).inner_text()
               for row in page.locator("tr.selection-count").all()}

@@ -123,21 +123,22 @@ def test_a_builtin_rule_shows_its_yaml_source(logged_in):
     assert html.escape("title: Per-step latency tail far above the median") in copy
 
 
-def test_a_rule_runs_alone_against_a_finished_trace(logged_in, graph_trace):
+def test_a_rule_runs_alone_against_a_finished_trace(logged_in, graph_trace, trials):
     events = json.loads(gzip.decompress(corpus("h200", "cudagraph_abort", "kineto_trace.json.gz").read_bytes()))
     launches = sum(1 for e in events["traceEvents"] if e.get("name") == "cudaGraphLaunch")
     assert launches == 20  # the corpus README: 20 healthy replays
     page = logged_in.get("/rules/new/").content.decode()
     assert f'<option value="{graph_trace.pk}"' in page
-    body = logged_in.post("/rules/test/", {"yaml": RULE, "trace": graph_trace.pk},
-                          HTTP_HX_REQUEST="true").content.decode()
+    body = trials.run(logged_in, "/rules/test/", {"yaml": RULE, "trace": graph_trace.pk})
     assert f"{launches} graph replay(s)" in body and "CUDA graph replays seen" in body
     assert body.count('class="finding"') == 1  # alone: none of the builtin pack's findings
-    quiet = logged_in.post("/rules/test/", {"yaml": RULE.replace("cudaGraphLaunch", "noSuchCall"),
-                                            "trace": graph_trace.pk}).content.decode()
+    quiet = trials.run(logged_in, "/rules/test/", {"yaml": RULE.replace("cudaGraphLaunch", "noSuchCall"),
+                                                   "trace": graph_trace.pk})
     assert "no finding" in quiet
+    # a text that does not load is answered at once, without a trial: its errors, not "no finding"
     broken = logged_in.post("/rules/test/", {"yaml": BAD, "trace": graph_trace.pk}).content.decode()
-    assert "no finding" in broken and f"{where(BAD, 'lunches')}: " in broken
+    assert "no finding" not in broken and "The rule does not load" in broken and f"{where(BAD, 'lunches')}: " in broken
+    assert 'class="rule-trial"' not in broken and trials.take() == []
 
 
 def test_testing_on_another_teams_trace_is_404(logged_in, other, charlie, no_worker):

@@ -34,8 +34,9 @@ def run_rule(page, trace) -> None:
     type_rule(page, RULE)
     page.wait_for_selector("#validation .ok")
     page.select_option("#id_trace", str(trace.pk))
-    page.click("#test-form button[type=submit]")
-    page.wait_for_selector("#test-result .test-result .selection-rows", timeout=60_000)
+    page.click("#test-form button[type=submit]")  # a trial on the worker: the pane polls it until it is done
+    page.wait_for_selector("#test-result .rule-trial[data-state=queued], #test-result .rule-trial[data-state=running]")
+    page.wait_for_selector("#test-result .rule-trial[data-state=done] .test-result .selection-rows", timeout=60_000)
 
 
 def opened_timeline(page, link) -> dict:
@@ -50,7 +51,7 @@ def opened_timeline(page, link) -> dict:
     return {"url": tab.url, **tab.evaluate(SHOWN), "tab": tab}
 
 
-def test_show_on_timeline_opens_the_trace_at_the_matched_row(decode_trace, live_server, browser):
+def test_show_on_timeline_opens_the_trace_at_the_matched_row(decode_trace, trial_worker, live_server, browser):
     SHOTS.mkdir(parents=True, exist_ok=True)
     page = browser.new_context(viewport=SIZES["desktop"]).new_page()
     log_in(page, live_server.url + "/rules/new/")
@@ -80,7 +81,7 @@ def test_show_on_timeline_opens_the_trace_at_the_matched_row(decode_trace, live_
 
 
 @pytest.mark.parametrize("size", list(SIZES))
-def test_the_matched_rows_scroll_inside_their_card(decode_trace, live_server, browser, size):
+def test_the_matched_rows_scroll_inside_their_card(decode_trace, trial_worker, live_server, browser, size):
     SHOTS.mkdir(parents=True, exist_ok=True)
     page = browser.new_context(viewport=SIZES[size]).new_page()
     log_in(page, live_server.url + "/rules/new/")

@@ -25,5 +25,18 @@ def diagnosed_folder(team, user, folder, name: str):
     return trace
 
 
+def diagnosed_file(team, user, path, adds_to: Trace | None = None) -> Trace:
+    """One file as one trace, parsed and diagnosed here; `adds_to`: the trace it is a
+    closed-loop capture for (diagnosed with that one's files under before/)."""
+    trace = create_trace(team, user, [SimpleUploadedFile(path.name, path.read_bytes())], name=path.name)
+    if adds_to is not None:
+        Trace.objects.filter(pk=trace.pk).update(adds_to=adds_to)
+    parse_trace(trace.pk)
+    diagnose_trace(trace.pk)
+    trace.refresh_from_db()
+    assert trace.state == "done", trace.error
+    return trace
+
+
 def rule_ids(trace: Trace) -> set[str]:
     return {f["rule_id"] for f in trace.report["findings"]}

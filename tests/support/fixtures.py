@@ -94,7 +94,7 @@ class QueuedTasks:
     """What the code under test sent to the real broker, read back from the queue."""
 
     def __init__(self, queue: str):
-        self.queue, self.seen = queue, []
+        self.queue, self.seen, self.names = queue, [], []  # names: the tasks' (diagnosis.diagnose_trace, ...)
 
     def ids(self) -> list[int]:
         """The first argument (a trace id) of every task queued so far, in order."""
@@ -115,6 +115,7 @@ class QueuedTasks:
                 args, _kwargs, _embed = message.decode()
                 taken.append(tuple(args))
                 self.seen.append(args[0])
+                self.names.append(message.headers.get("task"))
                 message.ack()
             q.close()
         return taken

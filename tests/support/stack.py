@@ -69,10 +69,12 @@ def stack_env(tmp: Path, database_url: str, broker_url: str) -> dict:
     return env
 
 
-def start_worker(env: dict, log: Path, pool: str = "solo") -> subprocess.Popen:
-    """`pool`: solo (one process), or prefork as deployed (a main process and a pool child)."""
+def start_worker(env: dict, log: Path, pool: str = "solo", queues: str = "") -> subprocess.Popen:
+    """`pool`: solo (one process), or prefork as deployed (a main process and a pool child);
+    `queues`: the only queues it reads (comma-separated), else every queue of its settings."""
     return subprocess.Popen([str(BIN / "celery"), "-A", "tracedoc", "worker", f"--pool={pool}", "-c", "1",
-                             "--loglevel=INFO", "--without-gossip", "--without-mingle", "--without-heartbeat"],
+                             "--loglevel=INFO", "--without-gossip", "--without-mingle", "--without-heartbeat",
+                             *(["-Q", queues] if queues else [])],
                             cwd=ROOT, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT,
                             start_new_session=True)
 

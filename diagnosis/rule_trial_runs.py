@@ -1,0 +1,148 @@
+"""The rule editor's trials as tasks: "Test" (the editor's text alone over one finished trace,
+with each selection's matched rows) and "Backtest" (the team's newest finished traces with and
+without it) run on the diagnose queue (`diagnosis.run_rule_trial`), never in the web request.
+
+`start_trial` records a RuleTrial for the user and queues the task, whose message carries the
+rule's text: nothing of the rule is saved. `run_trial`, the one service the task calls, runs the
+diagnosis, renders the result partial the editor shows (rules/partials/test_result.html or
+backtest_result.html) and stores it on the trial, or the reason it failed; the editor polls
+the trial (diagnosis.rule_trials.rule_trial) until it is done. Trials expire after KEEP."""
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+from functools import partial
+
+from celery import shared_task
+from django.template.loader import render_to_string
+from django.utils import timezone
+
+from diagnosis.backtest_runs import DEFAULT_TRACES, backtest_rule
+from diagnosis.models import RuleTrial
+from diagnosis.tasks import diagnose_stored, missing_files, stored_inputs
+from ingest import db_outage
+from ingest.models import Trace
+from ingest.task_failures import failures
+from rules.compiler import compile_rule
+from rules.errors import EvalError
+from rules.features import TraceContext
+from rules.models import TeamRule, check_rule
+from rules.selection_samples import selection_samples
+from rules.views import saved_version
+
+log = logging.getLogger(__name__)
+SOFT_TIME_LIMIT_S = 10 * 60  # one trial on the worker (run_rule_trial)
+KEEP = timedelta(hours=1)  # a trial's result is kept this long, for the page that asked for it
+# a trial not finished this long after it was asked for has no worker that will finish it
+# (none running, or it was killed): the editor says so instead of polling on
+GIVE_UP_AFTER = timedelta(seconds=SOFT_TIME_LIMIT_S + 5 * 60)
+BACKTEST_BUDGET_S = 120.0  # on the worker a backtest may take longer than the request could
+TEMPLATES = {RuleTrial.Kind.TEST: "rules/partials/test_result.html",
+             RuleTrial.Kind.BACKTEST: "rules/partials/backtest_result.html"}
+
+
+class TrialFailed(Exception):
+    """What stopped a trial, in words for the editor (not an internal error)."""
+
+
+def start_trial(user, team, kind: str, subject: str, *args) -> RuleTrial:
+    """A new trial of `user`'s, queued: `args` are the task's after the trial's id (the rule's
+    text, then the trace's pk for a test, the saved rule's pk or None for a backtest)."""
+    now = timezone.now()
+    RuleTrial.objects.filter(expires_at__lt=now).delete()
+    trial = RuleTrial.objects.create(kind=kind, user=user, team=team, subject=subject[:300], expires_at=now + KEEP)
+    try:
+        run_rule_trial.apply_async((str(trial.pk), *args))
+    except Exception as e:  # kombu OperationalError and friends: the broker is unreachable
+        log.warning("rule trial %s: could not queue it: %s", trial.pk, e)
+        _fail(trial, f"the task broker is unreachable ({type(e).__name__}); try again later")
+    return trial
+
+
+@shared_task(name="diagnosis.run_rule_trial", acks_late=True, reject_on_worker_lost=False,
+             soft_time_limit=SOFT_TIME_LIMIT_S, time_limit=SOFT_TIME_LIMIT_S + 60, **db_outage.RETRY)
+def run_rule_trial(trial_id: str, text: str, target: int | None) -> None:
+    """The trial as a task on the diagnose queue (tracedoc.celery routes diagnosis.* there;
+    settings.CELERY_IMPORTS registers it). A worker lost mid-trial does not get it again (a
+    trial that kills its worker would kill the next): the editor gives up on it after
+    GIVE_UP_AFTER."""
+    run_trial(trial_id, text, target)
+
+
+def run_trial(trial_id: str, text: str, target: int | None) -> None:
+    """Run a queued trial and store its result partial, or why it failed. `target`: the trace
+    of a test, the saved rule of a backtest (None: a new rule)."""
+    trial = RuleTrial.objects.filter(pk=trial_id, state__in=(RuleTrial.State.QUEUED, RuleTrial.State.RUNNING)) \
+        .select_related("team").first()
+    if trial is None:  # expired and purged, or finished by an earlier delivery
+        return
+    RuleTrial.objects.filter(pk=trial.pk).update(state=RuleTrial.State.RUNNING, started_at=timezone.now())
+    run = _test_context if trial.kind == RuleTrial.Kind.TEST else _backtest_context
+    with failures(partial(_fail, trial), log, f"rule trial {trial.pk} failed", doing=f"the rule {trial.kind}",
+                  advice="try it on a smaller trace", internal=f"the rule {trial.kind} failed",
+                  out_of_memory=f"out of memory: the rule {trial.kind} needed more than the worker's per-task "
+                  "memory limit (TRACEDOC_TASK_MEMORY_LIMIT_MB)") as outcome:
+        try:
+            html = render_to_string(TEMPLATES[trial.kind], run(trial, check_rule(text), target))
+        except TrialFailed as e:
+            outcome.failed = True
+            _fail(trial, str(e))
+    if not outcome.failed:
+        RuleTrial.objects.filter(pk=trial.pk).update(state=RuleTrial.State.DONE, html=html)
+
+
+def _fail(trial: RuleTrial, error: str) -> None:
+    RuleTrial.objects.filter(pk=trial.pk).update(state=RuleTrial.State.FAILED, error=error)
+    trial.state, trial.error = RuleTrial.State.FAILED, error
+
+
+def _test_context(trial: RuleTrial, checked: tuple, trace_pk: int) -> dict:
+    """The editor's text alone over the trace's stored inputs as its diagnosis reads them (a
+    closed-loop capture's with the files it adds to, under before/): its findings and each
+    selection's matched rows."""
+    loaded, errors = checked
+    trace = Trace.objects.filter(pk=trace_pk, team=trial.team, state=Trace.State.DONE).first()
+    if trace is None:
+        raise TrialFailed(f"trace {trace_pk} is no longer there to test on: it was deleted, or is being "
+                          "diagnosed again, since the test was asked for")
+    if gone := missing_files(stored_inputs(trace)[0]):
+        raise TrialFailed(f"the files of trace {trace.pk} could not be read: the stored events of "
+                          f"{', '.join(gone)} are gone")
+    report, samples, sample_error, event_count = None, [], "", 0
+    if loaded:
+        events: list = []
+        try:
+            report = diagnose_stored(trace, [loaded], on_events=events.append)
+        except OSError as e:  # a stored file gone or unreadable
+            raise TrialFailed(f"the files of trace {trace.pk} could not be read ({type(e).__name__}: {e})") from None
+        event_count = len(events[0])
+        try:
+            samples = selection_samples(compile_rule(loaded), TraceContext(events[0]))
+        except EvalError as e:
+            sample_error = str(e)
+    return {"trace": trace, "loaded": loaded, "errors": errors, "samples": samples, "sample_error": sample_error,
+            "event_count": event_count,
+            "findings": report.findings if report else (), "rule_errors": report.rule_errors if report else ()}
+
+
+def _backtest_context(trial: RuleTrial, checked: tuple, rule_pk: int | None) -> dict:
+    """The editor's text against the team's rules as they were on its newest finished traces,
+    and against the saved version when there is one."""
+    loaded, errors = checked
+    rule = TeamRule.objects.filter(pk=rule_pk, team=trial.team).first() if rule_pk is not None else None
+    if rule_pk is not None and rule is None:
+        raise TrialFailed(f"rule {rule_pk} was deleted since the backtest was asked for")
+    if loaded is not None and rule is None:  # a new rule of an id the team has: that one is its saved version
+        rule = TeamRule.objects.filter(team=trial.team, rule_id=loaded.id).first()
+    result = backtest_rule(trial.team, loaded, DEFAULT_TRACES, BACKTEST_BUDGET_S,
+                           saved=saved_version(rule) if rule else None) if loaded else None
+    return {"rule": rule, "loaded": loaded, "errors": errors, "result": result}
+
+
+def settle(trial: RuleTrial) -> RuleTrial:
+    """The trial as the editor shows it: one left unfinished past GIVE_UP_AFTER has failed."""
+    if not trial.finished and trial.created_at < timezone.now() - GIVE_UP_AFTER:
+        minutes = int(GIVE_UP_AFTER.total_seconds() // 60)
+        _fail(trial, f"no diagnosis worker finished it within {minutes} minutes (none is running, or the "
+                     "one that took it stopped); try again")
+    return trial
