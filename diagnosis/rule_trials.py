@@ -9,7 +9,7 @@ from __future__ import annotations
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.http import Http404
-from django.shortcuts import get_object_or_404, render
+from django.shortcuts import render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
@@ -22,6 +22,8 @@ from rules.models import check_rule
 from rules.views import get_rule_for, testable_traces
 
 TRIAL = "rules/partials/rule_trial.html"
+TRIAL_GONE = "rules/partials/rule_trial_gone.html"
+STOP_POLLING = 286  # htmx: swap this answer and poll no more
 
 
 @login_required
@@ -72,6 +74,12 @@ def rule_backtest(request, pk: int | None = None):
 def rule_trial(request, trial_id):
     """A trial the user started (htmx polls it): still queued or running, its result partial,
     or why it failed. Another user's, or one of a team the user left, is not found."""
-    trial = get_object_or_404(RuleTrial, pk=trial_id, user=request.user, team__in=Team.objects.of(request.user),
-                              expires_at__gt=timezone.now())
+    trial = RuleTrial.objects.filter(pk=trial_id, user=request.user, team__in=Team.objects.of(request.user),
+                                     expires_at__gt=timezone.now()).first()
+    if trial is None and request.htmx:
+        # htmx stops polling on 286 (a 404 would be polled again every second, for ever); the same words
+        # for an expired trial and another user's, which tell nothing of the latter
+        return render(request, TRIAL_GONE, status=STOP_POLLING)
+    if trial is None:
+        raise Http404("no such trial")
     return render(request, TRIAL, {"trial": settle(trial)})

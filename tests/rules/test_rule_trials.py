@@ -135,3 +135,17 @@ def test_a_capture_is_tried_with_the_files_it_adds_to(logged_in, infra, alice, t
     [on_capture, on_first] = backtest_rule(infra, parse_rule(EARLIER), 2).outcomes
     assert on_capture.trace_id == capture.pk and on_capture.delta.matches[0].edited == rows
     assert on_first.trace_id == first.pk and on_first.delta.matches[0].edited == 0
+
+
+def test_polling_a_trial_that_is_gone_stops_the_polling(logged_in, graph_trace, trials, bob):
+    """htmx polls again every second after a 404: the editor's poll of an expired trial (or one that
+    is not the user's) is answered with htmx's stop-polling status, and the same words either way."""
+    trial = queued(logged_in, "/rules/test/", {"yaml": RULE, "trace": graph_trace.pk})
+    RuleTrial.objects.filter(pk=trial).update(expires_at=RuleTrial.objects.get(pk=trial).created_at)
+    other = Client()
+    other.force_login(bob)
+    answers = [c.get(f"/rules/trials/{trial}/", HTTP_HX_REQUEST="true") for c in (logged_in, other)]
+    assert [a.status_code for a in answers] == [286, 286]
+    assert answers[0].content == answers[1].content
+    html = answers[0].content.decode()
+    assert "hx-trigger" not in html and 'data-state="gone"' in html and "Run the test again" in html
