@@ -41,10 +41,14 @@ The misses, from the facts:
 - left as strict xfails (reasons in EXPECTED.yaml): two NCCL records
   wrapped at 70-80 columns ("[Rank 0] Watchdog" / "caught collective operation timeout: ..." and the
   desync-report failure naming "Timeout rank [0] ... col = RECV") reach only the floor; the Flight
-  Recorder's "Stack trace of the failed collective:" alone is silent; and the four logged host stalls
-  are silent, since no rule reads host time per step from log text (host.* comes from perf and traces).
+  Recorder's "Stack trace of the failed collective:" alone is silent.
+- the four logged host stalls were silent, since no rule read host time per step from log text (host.*
+  came from perf and traces). Fixed (logs.host; host.slow-training-callback, host.input-pipeline-in-profile):
+  Keras' callback check becomes an event with the hook's and the batch's times (hook / batch >= 0.95, or the
+  older wording's median, which Keras prints only above 0.95x the batch update), and a pasted key_averages
+  table's DataLoader row an event with its share of the profiled CPU time (>= 30 %): host.cpu_hotspot.
 
-After the fixes: **26 of 33** (78.8 %), 0 false alarms; 7 strict xfails, 5 of them silent.
+After the fixes: **30 of 33** (90.9 %), 0 false alarms; 3 strict xfails, 1 of them silent.
 """
 from __future__ import annotations
 
@@ -60,7 +64,7 @@ CASES = labelled_cases(ROOT, strict_xfail=True)
 
 
 def test_the_round_is_what_its_docstring_says():
-    assert_round_manifest(CASES, files=33, healthy=8, xfails=7)
+    assert_round_manifest(CASES, files=33, healthy=8, xfails=3)
 
 
 @pytest.mark.parametrize("path,entry", CASES)
@@ -120,3 +124,77 @@ def test_unjoined_fork_is_undetermined_and_named_in_other_wordings(tmp_path):
     assert "cuda_graph.capture_invalidated" in isolation, isolation
     # a capture that finished is quiet
     assert not by_root(scenarios.report(_OPEN_WORLD / "cuda_graph" / "vllm_11349_graph_capture_finished.log"))
+
+
+def _host_stall(tmp_path, name: str, text: str) -> dict:
+    from diagnosis import scenarios
+
+    log = tmp_path / name
+    log.write_text(text)
+    return scenarios.report(log)
+
+
+def test_keras_callback_slower_than_batch_in_other_wordings(tmp_path):
+    """A per-batch callback slower than the batch, in the wordings Keras has printed since 2015: Keras 1's
+    "Method on_batch_end() is slow compared to the batch update (0.648300)"
+    (https://github.com/keras-team/keras/issues/608, through the warnings module as in
+    https://github.com/minimaxir/textgenrnn/issues/134), tf.keras 2.1's "Method (on_train_batch_begin)"
+    wrapped before "Check your callbacks." (https://github.com/keras-team/keras/issues/5008), and tf.keras
+    2.2's "Callbacks method" glued to a progress bar (https://github.com/tensorflow/tensorflow/issues/37876,
+    a comment), here under torch-style rank prefixes and indentation."""
+    keras1 = _host_stall(tmp_path, "keras1.log", "UserWarning: Method on_batch_end() is slow compared to the batch "
+                         "update (0.296865). Check your callbacks.\n")
+    assert by_root(keras1).get("host.cpu_hotspot") == "warning", by_root(keras1)
+    assert "`on_batch_end` took 0.296865 s" in keras1["findings"][0]["explanation"]
+    wrapped = _host_stall(tmp_path, "tf21.log", "[rank0]:   WARNING: tensorflow:Method (on_train_batch_begin) is "
+                          "slow compared to the batch update (0.121552).\n[rank0]:   Check your callbacks.\n")
+    assert by_root(wrapped).get("host.cpu_hotspot") == "warning", by_root(wrapped)
+    glued = _host_stall(tmp_path, "tf22.log", "Epoch 1/3\n   2/1688 [..............................] - ETA: 6:36 - "
+                        "loss: 2.2862 - accuracy: 0.1562WARNING:tensorflow:Callbacks method `on_train_batch_end` is "
+                        "slow compared to the batch time (batch time: 0.0027s vs `on_train_batch_end` time: "
+                        "0.4677s). Check your callbacks.\n")
+    found = [f for f in glued["findings"] if f["root_cause"] == "host.cpu_hotspot"]
+    assert found and "0.4677 s against a batch time of 0.0027 s" in found[0]["explanation"], glued["findings"]
+    # healthy: the same run's progress lines, and a hook the numbers show faster than the batch
+    quiet = _host_stall(tmp_path, "quiet.log", "1688/1688 [==============================] - 5s 3ms/step - loss: "
+                        "0.4661 - accuracy: 0.8339 - val_loss: 0.3578 - val_accuracy: 0.8735\n"
+                        "WARNING:tensorflow:Callback method `on_train_batch_end` is slow compared to the batch time "
+                        "(batch time: 0.0470s vs `on_train_batch_end` time: 0.0130s). Check your callbacks.\n")
+    assert not by_root(quiet), by_root(quiet)
+
+
+_DASH = "-" * 55 + "  " + "  ".join(["-" * 12] * 6) + "  \n"
+_HEAD = f"{'Name':>55}  {'Self CPU %':>12}  {'Self CPU':>12}  {'CPU total %':>12}  {'CPU total':>12}  " \
+        f"{'CPU time avg':>12}  {'# of Calls':>12}  \n"
+
+
+def _row(name: str, *cells: str) -> str:
+    return f"{name:>55}  " + "  ".join(f"{c:>12}" for c in cells) + "  \n"
+
+
+def test_profiler_table_dominated_by_the_loader_in_another_layout(tmp_path):
+    """The DataLoader's row of a key_averages table holding most of the profiled CPU time, in the
+    CPU-only layout PyTorch Lightning's profiler prints (https://github.com/jeremyjordan/midi-lm/pull/7)
+    with the loader figures of https://github.com/MLforHealth/ClinicalDG/issues/2, under a `[rank0]:`
+    prefix; the same table whose top row is the profiler step itself (midi-lm's own rows: the step, not
+    the loader) is quiet."""
+    loud = _host_stall(tmp_path, "loud.log", "".join("[rank0]: " + l for l in (
+        _DASH, _HEAD, _DASH,
+        _row("enumerate(DataLoader)#_MultiProcessingDataLoaderIter...", "88.64%", "78.632s", "89.18%", "79.116s",
+             "791.161ms", "100"),
+        _row("autograd::engine::evaluate_function: ConvolutionBack...", "0.08%", "68.203ms", "2.76%", "2.445s",
+             "407.511us", "6000"), _DASH)) + "Self CPU time total: 88.712s\n")
+    found = [f for f in loud["findings"] if f["root_cause"] == "host.cpu_hotspot"]
+    assert found and "89.18% of the profiled CPU time" in found[0]["explanation"] and "791.2 ms each" in \
+        found[0]["explanation"], loud["findings"]
+    healthy = _host_stall(tmp_path, "midi.log", "FIT Profiler Report\nProfile stats for: records\n" + "".join((
+        _DASH, _HEAD, _DASH,
+        _row("ProfilerStep*", "77.95%", "19.105s", "88.09%", "21.590s", "4.318s", "5"),
+        _row("[pl][profile]run_training_batch", "0.00%", "851.000us", "9.84%", "2.412s", "482.324ms", "5"),
+        _row("Optimizer.step#AdamW.step", "3.84%", "941.579ms", "9.84%", "2.411s", "482.109ms", "5"), _DASH)))
+    assert not by_root(healthy), by_root(healthy)
+    # the threshold, not the row's name, decides: a loader row at 2 % of the time (constructed) is quiet
+    small = _host_stall(tmp_path, "small.log", "".join((
+        _HEAD, _row("[pl][profile][_TrainingEpochLoop].train_dataloader_n...", "0.00%", "1.2ms", "2.01%", "0.492s",
+                    "98.4ms", "5"))))
+    assert not by_root(small), by_root(small)

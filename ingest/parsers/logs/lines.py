@@ -17,6 +17,7 @@ from typing import Callable, Iterator
 from ingest.parsers.logs.blocks import GENERIC_BREAK_HINT, break_hint
 from ingest.parsers.logs.cuda import CUDA_LINE_STARTS, CUDA_LINE_WORDS, classify_cuda_line, cuda_error_attrs
 from ingest.parsers.logs.gpu import GPU_LINE_STARTS, GPU_LINE_WORDS, classify_gpu_line
+from ingest.parsers.logs.host import HOST_WORDS, slow_callback
 from ingest.parsers.logs.nccl import (CUDA_FAULT_WORDS, MISMATCH_WORDS, RANK_HANG_WORDS, RAS_STARTS, RAS_WORDS,
                                       TRANSPORT_WORDS, coll_line, collective_mismatch, comm_init, cuda_fault_in_nccl,
                                       horovod_stall, rank_hang, ras_line, transport_failure, xla_rendezvous)
@@ -549,6 +550,11 @@ def _fatal(body: str) -> LineHit | None:
     return None
 
 
+def _host(body: str) -> LineHit | None:
+    found = slow_callback(body)
+    return LineHit(*found[:4], found[4]) if found else None  # type: ignore[misc]
+
+
 # --- the families, in the order they are tried, with the words each needs --------------------
 # A word list is a necessary condition of the family's patterns, compared case-insensitively
 # (logs.prefilter); when a pattern changes, its words change with it.
@@ -584,6 +590,7 @@ _FAMILIES: tuple[tuple[Callable[[str], LineHit | None], Needs], ...] = (
     (_nccl_ras, Needs(RAS_WORDS, starts=RAS_STARTS)),
     (_nccl_info, Needs((" -> ",))),
     (_fatal, Needs(_FATAL_WORDS)),
+    (_host, Needs(HOST_WORDS)),
 )
 _GATE = KeywordGate([needs for _, needs in _FAMILIES])
 _CHECKS = tuple((1 << i, check) for i, (check, _) in enumerate(_FAMILIES))

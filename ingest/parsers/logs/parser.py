@@ -32,6 +32,7 @@ from ingest.parsers.logs.blocks import (CHAINED, DcgmDiagRow, DeviceAsserts, Fli
                                          SmiMemorySection, Traceback, starts_traceback)
 from ingest.parsers.logs.cuda import cuda_error_attrs, find_cuda_error
 from ingest.parsers.logs.dynamo import DynamoReport, unsupported_from_frames
+from ingest.parsers.logs.host import ProfilerTable
 from ingest.parsers.logs.kv_budget import engine_limits, judge_blocks
 from ingest.parsers.logs.lines import LineHit, classify
 from ingest.parsers.logs.nccl import (API_SITES, MAX_WRAP_LINES, RETRYING, TRANSPORT_SITES, C10Backtrace, join_wrapped,
@@ -115,6 +116,7 @@ class LogParser:
         self.kv_limits: tuple | None = None  # vLLM's (max_seq_len, block_size), to judge its KV blocks line
         self.bfc_dump: list[Line] | None = None  # TF/XLA's BFC allocator dump (printed when an allocation failed)
         self.head: list[str] = []            # the first non-empty lines, to say what a structured file looked like
+        self.profiler = ProfilerTable()      # a pasted torch.profiler key_averages table (logs.host)
 
     # --- reading ---------------------------------------------------------------------------
     def run(self, path: Path) -> None:
@@ -306,7 +308,9 @@ class LogParser:
             self.chained_after = self.last_traceback_loc
             self._emit([line], LineHit("log", "ChainedException", {"after": self.last_traceback_loc}))
             return
-        finding = classify(body) or LineHit("log", _origin_name(line))
+        table = self.profiler.feed(body)
+        finding = classify(body) or (LineHit(*table[:4], table[4], "%") if table else None) \
+            or LineHit("log", _origin_name(line))
         finding = self._tensorrt_build(body, finding)
         if (limits := engine_limits(body)) is not None:
             self.kv_limits = limits
