@@ -8,15 +8,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import msgspec
 import pandas as pd
 
 from diagnosis.clusters import fingerprint
-from diagnosis.report import build_report
+from diagnosis.report import report_and_firings
 from diagnosis.results import Cluster, Report
 from rules.compiler import compile_rule
 from rules.errors import EvalError
 from rules.features import TraceContext
-from rules.results import Finding
+from rules.results import Finding, RuleFinding
 from rules.selection_samples import selection_samples
 
 
@@ -121,7 +122,17 @@ class TraceBacktest:
                 "matches": [m.to_dict() for m in self.matches], "match_error": self.match_error}
 
 
-def _finding_key(f: Finding) -> tuple:
+Diagnosed = tuple[Report, list[RuleFinding]]  # diagnosis.report.report_and_firings
+
+
+def _firings(diagnosed: Diagnosed) -> tuple[RuleFinding, ...]:
+    """The report's findings with the grouping values of the firings they come from."""
+    report, firings = diagnosed
+    return tuple(msgspec.structs.replace(firing, **msgspec.structs.asdict(f))
+                 for f, firing in zip(report.findings, firings, strict=True))
+
+
+def _finding_key(f: RuleFinding) -> tuple:
     # The same firing under both packs: same rule, same fingerprint, same window. A version
     # that only rewords the explanation changes neither side.
     return f.rule_id, fingerprint(f), f.start_ts or 0, f.end_ts or 0
@@ -161,12 +172,13 @@ def _edit(old: Finding, new: Finding) -> FindingEdit | None:
     return None
 
 
-def compare_reports(before: Report, after: Report) -> ReportDelta:
+def compare_reports(diagnosed_before: Diagnosed, diagnosed_after: Diagnosed) -> ReportDelta:
     """Findings and clusters (by the fingerprint clusters are tracked by across traces) that
     `after` has and `before` lacks, and the reverse; and the firings both have that changed:
     the same rule and fingerprint with other metrics, words, severity or window (counted: two
     equal firings, one kept, one listed)."""
-    same, added, removed = _pair(after.findings, before.findings, _finding_key)
+    (before, _), (after, _) = diagnosed_before, diagnosed_after
+    same, added, removed = _pair(_firings(diagnosed_after), _firings(diagnosed_before), _finding_key)
     moved, added, removed = _pair(tuple(added), tuple(removed), lambda f: (f.rule_id, fingerprint(f)))
     edits = tuple(e for old, new in [*same, *moved] if (e := _edit(old, new)) is not None)
     before_clusters = {c.fingerprint: c for c in before.clusters}
@@ -194,9 +206,9 @@ def backtest_trace(artifacts: list, events: pd.DataFrame, baseline: list, candid
                    slos=None) -> TraceBacktest:
     """One trace under the rules as they were (`baseline`: no version of the candidate's
     rule), with the edited text, and, for a saved rule, with its saved version."""
-    def report(*extra) -> Report:
-        return build_report(artifacts, events, rules=with_candidate(baseline, *extra) if extra else baseline,
-                            slos=slos)
+    def report(*extra) -> Diagnosed:
+        return report_and_firings(artifacts, events, rules=with_candidate(baseline, *extra) if extra else baseline,
+                                  slos=slos)
     before, after = report(), report(candidate)
     vs_saved = compare_reports(report(saved), after) if saved is not None else None
     try:

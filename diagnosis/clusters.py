@@ -8,10 +8,12 @@ finding that nothing else in the cluster caused.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
+
+import msgspec
 
 from diagnosis.results import Cluster, Suppression
-from rules.results import Finding
+from rules.results import RuleFinding
 from rules.severity import RANK, highest
 
 CAUSAL_WINDOW_NS = 120 * 10**9
@@ -46,17 +48,17 @@ class _UnionFind:
         return True
 
 
-def _scope(f: Finding) -> dict:
+def _scope(f: RuleFinding) -> dict:
     keys = {**f.group, **f.fingerprint}
     return {k: str(keys[k]) for k in SCOPE_KEYS if keys.get(k) not in (None, "", -1, "-1")}
 
 
-def _same_scope(a: Finding, b: Finding) -> bool:
+def _same_scope(a: RuleFinding, b: RuleFinding) -> bool:
     sa, sb = _scope(a), _scope(b)
     return all(sa[k] == sb[k] for k in sa.keys() & sb.keys())
 
 
-def _causes(a: Finding, b: Finding) -> bool:
+def _causes(a: RuleFinding, b: RuleFinding) -> bool:
     """Does finding a declare that it can cause finding b, close enough in time and place?"""
     if not set(a.causes) & {b.rule_id, b.root_cause}:
         return False
@@ -68,7 +70,7 @@ def _causes(a: Finding, b: Finding) -> bool:
     return (close or unknown) and _same_scope(a, b)
 
 
-def _follows_from(a: Finding, b: Finding) -> bool:
+def _follows_from(a: RuleFinding, b: RuleFinding) -> bool:
     """Does finding b name, as its cause, a row that is finding a's evidence? A survivor's NCCL
     timeout names the failure of the rank it waited for (group `attrs.caused_by` =
     "artifact|loc"): that link crosses ranks, hosts and the collective timeout, where declared
@@ -80,13 +82,13 @@ def _follows_from(a: Finding, b: Finding) -> bool:
 FLOOR = "unexplained.failure"  # rules.features.failures: any other finding at warning or above explains it
 
 
-def _suppresses(g: Finding, f: Finding) -> bool:
+def _suppresses(g: RuleFinding, f: RuleFinding) -> bool:
     if f.root_cause in g.suppresses:
         return True
     return f.root_cause == FLOOR and g.root_cause != FLOOR and RANK.get(g.severity, 0) >= RANK["warning"]
 
 
-def apply_suppressions(findings: list[Finding]) -> tuple[list[Finding], list[Suppression]]:
+def apply_suppressions(findings: list[RuleFinding]) -> tuple[list[RuleFinding], list[Suppression]]:
     """(kept, suppressed): a finding whose root cause another finding's rule `suppresses`
     (on the same scope) is redundant; the report lists it as suppressed, not as a finding."""
     kept, suppressed = [], []
@@ -99,7 +101,7 @@ def apply_suppressions(findings: list[Finding]) -> tuple[list[Finding], list[Sup
     return kept, suppressed
 
 
-def cluster_findings(findings: list[Finding], jobs: list[str] | None = None) -> tuple[list[Grouping], dict[int, int]]:
+def cluster_findings(findings: list[RuleFinding], jobs: list[str] | None = None) -> tuple[list[Grouping], dict[int, int]]:
     """(groups, consequence_of): the groups of findings (by index), and for a finding caused by
     another one of its group, the index of that cause. `jobs`: the folders that are jobs of
     their own when the upload holds several (rules.features.jobs); repeats of one root cause
@@ -146,7 +148,7 @@ def cluster_findings(findings: list[Finding], jobs: list[str] | None = None) -> 
     return list(groups.values()), consequence_of
 
 
-def _job_of(finding: Finding, jobs: list[str]) -> str:
+def _job_of(finding: RuleFinding, jobs: list[str]) -> str:
     """The job folder the finding's evidence lies in ("" for none: files shared by every job)."""
     for ev in finding.evidence:
         for job in jobs:
@@ -173,14 +175,14 @@ FINGERPRINT_HASHES = {1: _sha256_16}
 RENAMED_CAUSES: dict[str, str] = {}  # a cause key as it was -> as it is now
 
 
-def fingerprint(finding: Finding, version: int | None = None, cause: str | None = None) -> str:
+def fingerprint(finding: RuleFinding, version: int | None = None, cause: str | None = None) -> str:
     parts = [finding.cause_key if cause is None else cause]
     for k, v in sorted(finding.fingerprint.items()):
         parts.append(f"{k}={v}")
     return FINGERPRINT_HASHES[version or GROUPING_VERSION]("|".join(parts))
 
 
-def earlier_fingerprints(finding: Finding) -> tuple[str, ...]:
+def earlier_fingerprints(finding: RuleFinding) -> tuple[str, ...]:
     """The fingerprints the finding's cluster had under earlier grouping versions and root-cause
     names, newest first (none while nothing changed)."""
     causes = [finding.cause_key, *sorted(old for old, new in RENAMED_CAUSES.items() if new == finding.cause_key)]
@@ -194,7 +196,7 @@ def earlier_fingerprints(finding: Finding) -> tuple[str, ...]:
     return tuple(out)
 
 
-def describe(groups: list[Grouping], findings: list[Finding], finding_ids: list[str]) -> list[Cluster]:
+def describe(groups: list[Grouping], findings: list[RuleFinding], finding_ids: list[str]) -> list[Cluster]:
     """Clusters for the report, ordered by severity, then SLO impact, then time."""
     described = []
     for g in groups:
@@ -213,4 +215,4 @@ def describe(groups: list[Grouping], findings: list[Finding], finding_ids: list[
             start_ts=min(findings[i].start_ts or 0 for i in g.members),
         ))
     described.sort(key=lambda c: (-RANK.get(c.severity, 0), -len(c.slos), c.start_ts))
-    return [replace(c, id=f"C{n}") for n, c in enumerate(described, 1)]
+    return [msgspec.structs.replace(c, id=f"C{n}") for n, c in enumerate(described, 1)]

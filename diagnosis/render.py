@@ -10,6 +10,7 @@ from diagnosis.render_markdown import to_markdown
 from diagnosis.render_options import RenderOptions
 from diagnosis.render_sarif import to_sarif
 from diagnosis.results import Report
+from rules.capture_plans import CapturePlan
 
 __all__ = ["FORMATS", "RENDERERS", "RenderOptions", "fmt_ts", "to_json", "to_junit", "to_markdown", "to_sarif",
            "to_text"]
@@ -56,8 +57,8 @@ def to_text(report: Report, options: RenderOptions = RenderOptions()) -> str:
                 lines.append(f"    evidence {ev.artifact}:{ev.loc}  {head[:160]}")
             for r in f.recommendations:
                 lines.append(f"    -> {r}")
-            if f.capture:
-                lines.append(f"    what would decide it: {f.capture.summary()}"
+            if isinstance(f.capture, CapturePlan):
+                lines.append(f"    what would decide it: {f.capture.summary}"
                              + (f" ({f.capture.why})" if f.capture.why else ""))
     for v in report.violations:
         if v.error is None:

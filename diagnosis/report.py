@@ -1,11 +1,11 @@
 """Build the report (docs/api.md, the `Report` schema component) from parsed artifacts and their events."""
 from __future__ import annotations
 
-import dataclasses
 from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
+from msgspec import UNSET, UnsetType
 
 from diagnosis import clusters as clustering
 from diagnosis.breakdowns import breakdowns
@@ -22,7 +22,7 @@ from rules.evaluator import evaluate_rules, precompute_features
 from rules.features import TraceContext
 from rules.features.jobs import job_folders
 from rules.loader import load_rule_dirs
-from rules.results import Finding
+from rules.results import RuleFinding
 from rules.severity import RANK
 
 MAX_HOSTS = 200
@@ -32,7 +32,7 @@ def _no_stage(stage: str, done: float) -> None:
     pass
 
 
-def evaluate(events: pd.DataFrame, rules, on_stage=None) -> tuple[list[Finding], list[dict], TraceContext]:
+def evaluate(events: pd.DataFrame, rules, on_stage=None) -> tuple[list[RuleFinding], list[dict], TraceContext]:
     """Run the rules over the events; returns (findings, rule errors, trace context).
     `on_stage(stage, done)` hears the features stage, then each rule's share of the rules stage."""
     stage = on_stage or _no_stage
@@ -54,6 +54,14 @@ def build_report(artifacts, events: pd.DataFrame, rules=None, alignment: list[di
                  extents: Mapping[str, tuple[int, int]] | None = None) -> Report:
     """`rules` None: the builtin pack (the one place that default is taken). `extents`: each
     artifact's (first, last) time on the common clock, by artifact name."""
+    return report_and_firings(artifacts, events, rules, alignment, slos, on_stage, warnings, extents)[0]
+
+
+def report_and_firings(artifacts, events: pd.DataFrame, rules=None, alignment: list[dict] | None = None,
+                       slos=None, on_stage=None, warnings: Sequence[str] = (),
+                       extents: Mapping[str, tuple[int, int]] | None = None) -> tuple[Report, list[RuleFinding]]:
+    """`build_report`'s report and, in the order of its findings, the engine's findings it lists:
+    with their grouping values, which the report leaves out (a backtest pairs firings by them)."""
     if rules is None:
         rules = load_rule_dirs(None)
     stage = on_stage or _no_stage
@@ -66,8 +74,8 @@ def build_report(artifacts, events: pd.DataFrame, rules=None, alignment: list[di
     clusters = clustering.describe(groups, findings, finding_ids)
     cluster_of = {fid: c.id for c in clusters for fid in c.findings}
     formats = {a.format for a in artifacts}
-    reported = [dataclasses.replace(
-        f, id=fid, cluster=cluster_of.get(fid), slo=f.slo or None, end_ts=f.end_ts or f.start_ts or 0,
+    reported = [f.reported(
+        id=fid, cluster=cluster_of.get(fid), slo=f.slo or None, end_ts=f.end_ts or f.start_ts or 0,
         consequence_of=finding_ids[consequence_of[i]] if i in consequence_of else None,
         capture=_open_question(f, i in consequence_of, formats))
         for i, (fid, f) in enumerate(zip(finding_ids, findings))]
@@ -82,9 +90,10 @@ def build_report(artifacts, events: pd.DataFrame, rules=None, alignment: list[di
         alignment=tuple(alignment), series=plot_series(ctx), hosts=tuple(_hosts(events)),
         warnings=tuple(warnings or ()) + tuple(clock_warnings.values())
         + tuple(a.duplicate.warning() for a in artifacts if a.duplicate))
-    return Report(trace=trace, findings=tuple(reported), violations=tuple(violations), clusters=tuple(clusters),
-                  rule_errors=rule_failures(rule_errors), suppressed=tuple(suppressed),
-                  breakdowns=breakdowns(events).to_dict(), slis=headline_slis(ctx))
+    report = Report(trace=trace, findings=tuple(reported), violations=tuple(violations), clusters=tuple(clusters),
+                    rule_errors=rule_failures(rule_errors), suppressed=tuple(suppressed),
+                    breakdowns=breakdowns(events).to_dict(), slis=headline_slis(ctx))
+    return report, findings
 
 
 def _artifact_entry(a, extents: Mapping[str, tuple[int, int]], clock_warning: str | None = None) -> ArtifactEntry:
@@ -103,12 +112,12 @@ def _hosts(events: pd.DataFrame) -> Iterable[str]:
     return sorted(h for h in hosts if h and h not in ("-1", "nan"))[:MAX_HOSTS]
 
 
-def _open_question(f: Finding, explained: bool, formats: set[str]) -> CapturePlan | None:
+def _open_question(f: RuleFinding, explained: bool, formats: set[str]) -> CapturePlan | UnsetType:
     """A finding's capture plan, unless another finding already explains it or the trace
     already holds the evidence the plan would capture."""
     plan = f.capture
-    if plan is None or explained or formats.intersection(plan.unless):
-        return None
+    if isinstance(plan, UnsetType) or explained or formats.intersection(plan.unless):
+        return UNSET
     return plan
 
 

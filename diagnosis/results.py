@@ -1,272 +1,249 @@
-"""The report of one diagnosis as immutable values, and its one JSON form.
+"""The report of one diagnosis as immutable msgspec Structs: the one definition of its JSON.
 
 The engine builds a `Report` (findings from rules.results, clusters, SLO violations); the
-CLI's renderers, the web pages and the Django models read these objects. `Report.to_dict()`
-is the JSON report (docs/api.md; the `Report` component of the OpenAPI schema), `Report.from_dict()` reads one back (a stored
-report, a server's answer): the only two places that know its keys.
+CLI's renderers, the web pages and the Django models read these objects. Each Struct's fields,
+in order, are the JSON report's keys (docs/api.md): `Report.to_json()` / `to_dict()` write it,
+`Report.from_dict()` reads one back (a stored report, a server's answer), and the OpenAPI
+`Report` component is generated from the same classes (`report_schema_components`).
+
+Keys written only sometimes are `UNSET` while absent (`ArtifactEntry.internal_error`,
+`Finding.capture`) or omitted at their default (`Cluster.earlier_fingerprints`). Reading back
+tolerates reports stored before a key existed: a missing (or null, where the report never
+writes null) key takes its default.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Annotated, Any, Mapping, Sequence
+
+import msgspec
+from msgspec import UNSET, Meta, UnsetType
 
 from rules.capture_plans import CapturePlan
-from rules.results import Evidence, Finding
+from rules.results import Finding, Severity
 from rules.severity import RANK
 
 REPORT_VERSION = 1
 
 
-@dataclass(frozen=True)
-class Cluster:
-    """Findings of one root cause within a trace; `headline` and `findings` are finding ids."""
-    id: str
-    fingerprint: str
+class Cluster(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """Findings of one root cause within a trace; `headline` and `findings` are finding ids.
+    Every key but `earlier_fingerprints` is written by every version of the report."""
+    fingerprint: Annotated[str, Meta(description="stable across traces: the same root cause, the same value")]
     root_cause: str
     title: str
-    severity: str
-    headline: str
+    severity: Severity
+    headline: Annotated[str, Meta(description="the finding id that names the cluster")]
     findings: tuple[str, ...]
     slos: tuple[str, ...]
     why_grouped: str
     start_ts: int
-    # fingerprints of earlier grouping versions / root-cause names (diagnosis.clusters.GROUPING_VERSION)
-    earlier_fingerprints: tuple[str, ...] = ()
-
-    def to_dict(self) -> dict:
-        d = {"fingerprint": self.fingerprint, "root_cause": self.root_cause, "title": self.title,
-             "severity": self.severity, "headline": self.headline, "findings": list(self.findings),
-             "slos": list(self.slos), "why_grouped": self.why_grouped, "start_ts": self.start_ts,
-             "id": self.id}
-        if self.earlier_fingerprints:  # only while a grouping change is carried (reports stay as they were)
-            d["earlier_fingerprints"] = list(self.earlier_fingerprints)
-        return d
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "Cluster":
-        return cls(id=d["id"], fingerprint=d["fingerprint"], root_cause=d.get("root_cause") or "",
-                   title=d["title"], severity=d["severity"], headline=d["headline"],
-                   findings=tuple(d.get("findings") or ()), slos=tuple(d.get("slos") or ()),
-                   why_grouped=d.get("why_grouped") or "", start_ts=int(d.get("start_ts") or 0),
-                   earlier_fingerprints=tuple(d.get("earlier_fingerprints") or ()))
+    id: Annotated[str, Meta(description="C1, C2...")]
+    # fingerprints of earlier grouping versions / root-cause names (diagnosis.clusters.GROUPING_VERSION),
+    # only while a grouping change is carried (reports stay as they were)
+    earlier_fingerprints: Annotated[tuple[str, ...], Meta(
+        description="only while a grouping change is carried: the fingerprints this cluster had before (a "
+                    "renamed root cause or an earlier grouping version); the team's cluster of any of them "
+                    "takes `fingerprint`")] = ()
 
 
-@dataclass(frozen=True)
-class Violation:
+class SLOOutcome:
+    """A violated SLO (`Violation`) or one that could not be evaluated (`FailedSLO`). The JSON
+    tells them apart by `error` alone (no tag), so reading one picks the type by that key."""
+    __slots__ = ()
+
+
+class Violation(msgspec.Struct, SLOOutcome, frozen=True, kw_only=True):
     """An SLO broken in its worst window, with the findings that explain it (ids)."""
     slo: str
-    title: str
-    sli: str
-    objective: str
-    window: tuple[int, int]
+    title: str = ""
+    sli: str = ""
+    objective: str = ""
+    window: Annotated[tuple[int, int], Meta(description="[start_ns, end_ns] of the worst window")]
     observed: float
-    observed_text: str
+    observed_text: str = ""
     burn_rate: float
-    samples: int
+    samples: int = 0
     findings: tuple[str, ...] = ()
-    error = None  # the template and the renderers tell a violation from a failed SLO by this
-
-    def to_dict(self) -> dict:
-        return {"slo": self.slo, "title": self.title, "sli": self.sli, "objective": self.objective,
-                "window": list(self.window), "observed": self.observed, "observed_text": self.observed_text,
-                "burn_rate": self.burn_rate, "samples": self.samples, "findings": list(self.findings)}
+    error = None  # not a field: the template and the renderers tell a violation from a failed SLO by this
 
 
-@dataclass(frozen=True)
-class FailedSLO:
+class FailedSLO(msgspec.Struct, SLOOutcome, frozen=True, kw_only=True):
     """An SLO whose SLI could not be computed on this trace."""
     slo: str
-    error: str
-
-    def to_dict(self) -> dict:
-        return {"slo": self.slo, "error": self.error}
+    error: Annotated[str, Meta(description="why the SLI could not be computed")]
 
 
-def _slo_outcome_from_dict(d: Mapping[str, Any]) -> Violation | FailedSLO:
-    if "error" in d:
-        return FailedSLO(slo=d["slo"], error=d["error"])
-    return Violation(slo=d["slo"], title=d.get("title") or "", sli=d.get("sli") or "",
-                     objective=d.get("objective") or "", window=tuple(d["window"]), observed=d["observed"],
-                     observed_text=d.get("observed_text") or "", burn_rate=d["burn_rate"],
-                     samples=int(d.get("samples") or 0), findings=tuple(d.get("findings") or ()))
+if TYPE_CHECKING:  # what a reader gets; msgspec reads the marker class (`_decode_hook` picks the type)
+    Outcome = Violation | FailedSLO
+else:
+    Outcome = SLOOutcome
 
 
-@dataclass(frozen=True)
-class RuleFailure:
+class RuleFailure(msgspec.Struct, frozen=True, kw_only=True):
     """A rule that could not compile or run on this trace (the others went on)."""
     rule_id: str
     error: str
 
-    def to_dict(self) -> dict:
-        return {"rule_id": self.rule_id, "error": self.error}
 
-
-@dataclass(frozen=True)
-class Suppression:
+class Suppression(msgspec.Struct, frozen=True, kw_only=True):
     """A finding left out because another finding's rule `suppresses` its root cause."""
     rule_id: str
-    root_cause: str
+    root_cause: str = ""
     by: str
 
-    def to_dict(self) -> dict:
-        return {"rule_id": self.rule_id, "root_cause": self.root_cause, "by": self.by}
 
-
-@dataclass(frozen=True)
-class ArtifactEntry:
-    """One input file as the report lists it; start/end on the trace's common clock."""
+class ArtifactEntry(msgspec.Struct, frozen=True, kw_only=True):
+    """One input file as the report lists it; start/end on the trace's common clock.
+    `internal_error`: the file's error is a tracedoc bug (the CLI exits 3); written only then."""
     path: str
-    format: str
-    events: int
+    format: Annotated[str, Meta(description="the parser that read it; 'unknown' when none could")] = "unknown"
+    events: int = 0
     warnings: tuple[str, ...] = ()
-    internal_error: bool = False   # the file's error is a tracedoc bug (the CLI exits 3)
+    internal_error: bool | UnsetType = UNSET
     start_ts: int | None = None
     end_ts: int | None = None
 
-    def to_dict(self) -> dict:
-        entry = {"path": self.path, "format": self.format, "events": self.events, "warnings": list(self.warnings)}
-        if self.internal_error:
-            entry["internal_error"] = True
-        entry["start_ts"], entry["end_ts"] = self.start_ts, self.end_ts
-        return entry
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "ArtifactEntry":
-        return cls(path=d["path"], format=d.get("format") or "unknown", events=int(d.get("events") or 0),
-                   warnings=tuple(d.get("warnings") or ()), internal_error=bool(d.get("internal_error")),
-                   start_ts=d.get("start_ts"), end_ts=d.get("end_ts"))
+    def __post_init__(self) -> None:
+        if self.internal_error is False:
+            msgspec.structs.force_setattr(self, "internal_error", UNSET)
 
 
-@dataclass(frozen=True)
-class TraceSummary:
+class TraceSummary(msgspec.Struct, frozen=True, kw_only=True):
     """What the diagnosis read: files, events, time span, clock alignment, plot series."""
-    artifacts: tuple[ArtifactEntry, ...]
-    events: int
-    start_ts: int | None
-    end_ts: int | None
-    alignment: tuple[Mapping[str, Any], ...] = ()   # ingest.align's description, shown as is
-    series: Mapping[str, Any] = field(default_factory=dict)  # the UI's plots (diagnosis.series)
+    artifacts: tuple[ArtifactEntry, ...] = ()
+    events: int = 0
+    start_ts: int | None = None
+    end_ts: int | None = None
+    # ingest.align's description, shown as is
+    alignment: Annotated[tuple[Mapping[str, Any], ...], Meta(description="how each file's clock was aligned")] = ()
+    # the UI's plots (diagnosis.series)
+    series: Annotated[Mapping[str, Any], Meta(description="plot series: step_latency_ms, gpu_telemetry")] = \
+        msgspec.field(default_factory=dict)
     hosts: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
 
-    def to_dict(self) -> dict:
-        return {"artifacts": [a.to_dict() for a in self.artifacts], "events": self.events,
-                "start_ts": self.start_ts, "end_ts": self.end_ts, "alignment": list(self.alignment),
-                "series": dict(self.series), "hosts": list(self.hosts), "warnings": list(self.warnings)}
+
+class Summary(msgspec.Struct, frozen=True, kw_only=True):
+    """Findings counted by severity, the worst, and the number of SLO outcomes."""
+    findings_by_severity: Mapping[str, int] = msgspec.field(default_factory=dict)
+    worst: Annotated[str | None, Meta(description="the highest severity found; null with no findings")] = None
+    violations: int = 0
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "TraceSummary":
-        return cls(artifacts=tuple(ArtifactEntry.from_dict(a) for a in d.get("artifacts") or ()),
-                   events=int(d.get("events") or 0), start_ts=d.get("start_ts"), end_ts=d.get("end_ts"),
-                   alignment=tuple(d.get("alignment") or ()), series=d.get("series") or {},
-                   hosts=tuple(d.get("hosts") or ()), warnings=tuple(d.get("warnings") or ()))
+    def of(cls, findings: Sequence[Finding], violations: Sequence[Outcome]) -> "Summary":
+        counts = {s: 0 for s in RANK}
+        for f in findings:
+            counts[f.severity] = counts.get(f.severity, 0) + 1
+        worst = max((f.severity for f in findings), key=lambda s: RANK.get(s, -1), default=None)
+        return cls(findings_by_severity=counts, worst=worst, violations=len(violations))
 
 
-@dataclass(frozen=True)
-class Summary:
-    findings_by_severity: Mapping[str, int]
-    worst: str | None
-    violations: int
-
-    def to_dict(self) -> dict:
-        return {"findings_by_severity": dict(self.findings_by_severity), "worst": self.worst,
-                "violations": self.violations}
-
-
-@dataclass(frozen=True)
-class Report:
-    """One trace's diagnosis. Findings carry their report ids ("F1"...), time-ordered."""
-    trace: TraceSummary
+class Report(msgspec.Struct, frozen=True, kw_only=True):
+    """The diagnosis report: `tracedoc diagnose --format json` prints the same object. Findings
+    carry their report ids ("F1"...), time-ordered. `summary` is derived from the findings and
+    violations when the report is made or read (`msgspec.structs.replace` does not recompute it:
+    make a new `Report` to change them)."""
+    version: int = REPORT_VERSION
+    trace: TraceSummary = msgspec.field(default_factory=TraceSummary)
     findings: tuple[Finding, ...] = ()
-    violations: tuple[Violation | FailedSLO, ...] = ()
+    violations: tuple[Outcome, ...] = ()
     clusters: tuple[Cluster, ...] = ()
     rule_errors: tuple[RuleFailure, ...] = ()
     suppressed: tuple[Suppression, ...] = ()
+    summary: Summary = msgspec.field(default_factory=Summary)
     # HTA-style figures (diagnosis.breakdowns.Breakdowns.to_dict()): shown, never judged
-    breakdowns: Mapping[str, Any] = field(default_factory=dict)
+    breakdowns: Mapping[str, Any] = msgspec.field(default_factory=dict)
     # headline figures of the trace (diagnosis.trace_figures.headline_slis): time to first token
     # and GPU busy, None where the trace cannot give them; stored so diffs and /metrics need no events
-    slis: Mapping[str, float | None] = field(default_factory=dict)
-    version: int = REPORT_VERSION
+    slis: Annotated[Mapping[str, float | None], Meta(
+        description="headline figures; absent in reports stored before them",
+        extra_json_schema={"properties": {
+            "ttft_ms": {"anyOf": [{"type": "number"}, {"type": "null"}],
+                        "description": "time to first token: the first token-emitting step"},
+            "gpu_busy_pct": {"anyOf": [{"type": "number"}, {"type": "null"}],
+                             "description": "steady-state GPU busy share (feature gpu_activity)"}}})] = \
+        msgspec.field(default_factory=dict)
 
-    @property
-    def summary(self) -> Summary:
-        counts = {s: 0 for s in RANK}
-        for f in self.findings:
-            counts[f.severity] = counts.get(f.severity, 0) + 1
-        worst = max((f.severity for f in self.findings), key=lambda s: RANK.get(s, -1), default=None)
-        return Summary(findings_by_severity=counts, worst=worst, violations=len(self.violations))
+    def __post_init__(self) -> None:
+        msgspec.structs.force_setattr(self, "summary", Summary.of(self.findings, self.violations))
 
     def finding(self, finding_id: str) -> Finding | None:
         return next((f for f in self.findings if f.id == finding_id), None)
 
+    def to_json(self) -> bytes:
+        """The JSON report: numpy scalars as plain numbers, NaN as null."""
+        return _ENCODER.encode(self)
+
     def to_dict(self) -> dict:
-        return {
-            "version": self.version,
-            "trace": self.trace.to_dict(),
-            "findings": [finding_to_dict(f) for f in self.findings],
-            "violations": [v.to_dict() for v in self.violations],
-            "clusters": [c.to_dict() for c in self.clusters],
-            "rule_errors": [e.to_dict() for e in self.rule_errors],
-            "suppressed": [s.to_dict() for s in self.suppressed],
-            "summary": self.summary.to_dict(),
-            "breakdowns": dict(self.breakdowns),
-            "slis": json_values(dict(self.slis)),
-        }
+        """The JSON report as Python values (what a JSON column stores)."""
+        return _DECODER.decode(self.to_json())
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "Report":
-        """A JSON report read back (a stored one, a server's answer)."""
-        return cls(trace=TraceSummary.from_dict(d.get("trace") or {}),
-                   findings=tuple(finding_from_dict(f) for f in d.get("findings") or ()),
-                   violations=tuple(_slo_outcome_from_dict(v) for v in d.get("violations") or ()),
-                   clusters=tuple(Cluster.from_dict(c) for c in d.get("clusters") or ()),
-                   rule_errors=tuple(RuleFailure(e["rule_id"], e["error"]) for e in d.get("rule_errors") or ()),
-                   suppressed=tuple(Suppression(s["rule_id"], s.get("root_cause") or "", s["by"])
-                                    for s in d.get("suppressed") or ()),
-                   breakdowns=dict(d.get("breakdowns") or {}), slis=dict(d.get("slis") or {}),
-                   version=int(d.get("version") or REPORT_VERSION))
+        """A JSON report read back (a stored one, a server's answer). A key missing or null
+        (where the report never writes null) takes its default, as in reports stored before it."""
+        return msgspec.convert(_nulls_dropped(d, _REPORT_TYPE), cls, strict=False, dec_hook=_decode_hook)
 
 
-def finding_to_dict(f: Finding) -> dict:
-    """A finding as the JSON report lists it (the engine's group/fingerprint/causes stay out)."""
-    return {
-        "id": f.id, "rule_id": f.rule_id, "rule_version": f.rule_version, "title": f.title,
-        "severity": f.severity, "root_cause": f.root_cause, "slo": f.slo, "cluster": f.cluster,
-        "start_ts": f.start_ts, "end_ts": f.end_ts, "explanation": f.explanation,
-        "recommendations": list(f.recommendations), "references": list(f.references),
-        "evidence": [e.to_dict() for e in f.evidence], "metrics": json_values(f.metrics),
-        "consequence_of": f.consequence_of,
-        **({"capture": {**f.capture.to_dict(), "summary": f.capture.summary()}} if f.capture else {}),
-    }
+def _encode_hook(value: Any) -> Any:
+    """numpy scalars and friends -> plain values; anything else JSON lacks -> its text."""
+    item = getattr(value, "item", None)
+    if callable(item):
+        try:
+            return item()
+        except (ValueError, TypeError):
+            pass
+    return str(value)
 
 
-def finding_from_dict(d: Mapping[str, Any]) -> Finding:
-    return Finding(
-        id=str(d.get("id") or ""), rule_id=d["rule_id"], rule_version=d.get("rule_version", 1), title=d["title"],
-        severity=d["severity"], root_cause=d.get("root_cause") or "", slo=d.get("slo") or None,
-        cluster=d.get("cluster"), start_ts=int(d.get("start_ts") or 0), end_ts=int(d.get("end_ts") or 0),
-        explanation=d.get("explanation") or "", recommendations=tuple(d.get("recommendations") or ()),
-        references=tuple(d.get("references") or ()),
-        evidence=tuple(Evidence.from_dict(e) for e in d.get("evidence") or ()),
-        metrics=d.get("metrics") or {}, consequence_of=d.get("consequence_of") or None,
-        capture=CapturePlan.from_dict(d["capture"]) if d.get("capture") else None)
+def _decode_hook(kind: type, value: Any) -> Any:
+    if kind is SLOOutcome:
+        outcome = FailedSLO if isinstance(value, Mapping) and "error" in value else Violation
+        return msgspec.convert(_nulls_dropped(value, _OUTCOME_TYPES[outcome]), outcome, strict=False)
+    raise NotImplementedError(kind)
+
+
+def _nulls_dropped(value: Any, kind: msgspec.inspect.Type) -> Any:
+    """`value` with the null fields of each Struct in it left out (so they take their defaults);
+    free-form mappings (metrics, series, slis) keep theirs."""
+    while isinstance(kind, msgspec.inspect.Metadata):
+        kind = kind.type
+    if isinstance(kind, msgspec.inspect.UnionType):
+        structs = [t for t in kind.types if isinstance(t, msgspec.inspect.StructType)]
+        kind = structs[0] if len(structs) == 1 else kind
+    if isinstance(kind, msgspec.inspect.StructType) and isinstance(value, Mapping):
+        fields = {f.encode_name: f.type for f in kind.fields}
+        return {k: _nulls_dropped(v, fields[k]) if k in fields else v
+                for k, v in value.items() if v is not None or k not in fields}
+    if isinstance(kind, msgspec.inspect.VarTupleType) and isinstance(value, list):
+        return [_nulls_dropped(v, kind.item_type) for v in value]
+    return value
+
+
+def _schema_hook(kind: type) -> dict[str, Any]:
+    if kind is SLOOutcome:
+        return {"anyOf": [{"$ref": REF_TEMPLATE.format(name=t.__name__)} for t in (Violation, FailedSLO)]}
+    raise NotImplementedError(kind)
+
+
+_REPORT_TYPE = msgspec.inspect.type_info(Report)
+_OUTCOME_TYPES = {t: msgspec.inspect.type_info(t) for t in (Violation, FailedSLO)}
+_ENCODER = msgspec.json.Encoder(enc_hook=_encode_hook)
+_DECODER = msgspec.json.Decoder()
+REF_TEMPLATE = "#/components/schemas/{name}"
+
+
+def report_schema_components() -> dict[str, Any]:
+    """JSON Schema of the report and every type in it, by name ("Report", "Finding"...), with
+    references as `REF_TEMPLATE` writes them."""
+    _, components = msgspec.json.schema_components((Report, Violation, FailedSLO, CapturePlan),
+                                                   schema_hook=_schema_hook, ref_template=REF_TEMPLATE)
+    return components
 
 
 def json_values(value: Any) -> Any:
-    """numpy scalars and friends -> plain JSON types (NaN -> null, tuples -> lists)."""
-    if isinstance(value, Mapping):
-        return {str(k): json_values(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [json_values(v) for v in value]
-    if hasattr(value, "item") and callable(value.item):
-        try:
-            return value.item()
-        except (ValueError, TypeError):
-            pass
-    if isinstance(value, float) and value != value:
-        return None
-    return value
+    """numpy scalars and friends -> plain JSON types (NaN -> null, tuples -> lists), as the report writes them."""
+    return _DECODER.decode(_ENCODER.encode(value))
 
 
 def rule_failures(errors: Sequence[Mapping[str, str]]) -> tuple[RuleFailure, ...]:

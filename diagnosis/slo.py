@@ -5,18 +5,18 @@ set their own objective and window in YAML; no code comes from the YAML.
 """
 from __future__ import annotations
 
-import dataclasses
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
+import msgspec
 import numpy as np
 import pandas as pd
 import yaml
 
 from diagnosis import slis
-from diagnosis.results import FailedSLO, Violation
+from diagnosis.results import FailedSLO, Outcome, Violation
 from ingest import interruptions
 from rules.results import Finding
 
@@ -144,10 +144,11 @@ class _Window:
     samples: int
 
 
-def evaluate_slos(ctx, findings: Sequence[Finding], slos: list[SLO] | None = None) -> list[Violation | FailedSLO]:
+def evaluate_slos(ctx, findings: Sequence[Finding], slos: list[SLO] | None = None) -> list[Outcome]:
     """Violations, each linked to the findings (by report id) that explain it: findings that
     name the SLO and whose time overlaps the violating window. SLOs that failed come last."""
-    violations, failed = [], []
+    violations: list[Outcome] = []
+    failed: list[Outcome] = []
     for slo in slos if slos is not None else load_slos():
         try:
             v = evaluate_slo(slo, ctx)
@@ -160,5 +161,5 @@ def evaluate_slos(ctx, findings: Sequence[Finding], slos: list[SLO] | None = Non
         lo, hi = v.window
         explained = tuple(f.id for f in findings
                           if f.slo == slo.id and (f.end_ts or 0) >= lo - 10**9 and (f.start_ts or 0) <= hi)
-        violations.append(dataclasses.replace(v, findings=explained))
+        violations.append(msgspec.structs.replace(v, findings=explained))
     return violations + failed

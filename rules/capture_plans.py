@@ -19,8 +19,9 @@ agent for an unbounded capture.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
 from typing import Any, Mapping
+
+import msgspec
 
 from rules.quantities import parse_size
 
@@ -48,8 +49,9 @@ class CapturePlanError(ValueError):
     """A `capture:` block that is not a plan; the message names the key and what was expected."""
 
 
-@dataclass(frozen=True)
-class CapturePlan:
+class CapturePlan(msgspec.Struct, frozen=True, kw_only=True):
+    """As the report lists it (`Finding.capture`): the plan's keys, then `summary`, its one line
+    for people (derived from the others; a value read back is recomputed)."""
     kind: str
     trigger: str = "now"
     steps: int = 20
@@ -61,17 +63,20 @@ class CapturePlan:
     scope: str = "involved"
     unless: tuple[str, ...] = ()
     why: str = ""
+    summary: str = ""
+
+    def __post_init__(self) -> None:
+        msgspec.structs.force_setattr(self, "summary", self._summary())
 
     def to_dict(self) -> dict:
-        return {f.name: list(v) if isinstance(v := getattr(self, f.name), tuple) else v for f in fields(self)}
+        """The plan as a capture order stores it (its keys, without the derived summary)."""
+        plan = msgspec.json.decode(msgspec.json.encode(self))
+        del plan["summary"]
+        return plan
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "CapturePlan":
-        known = {f.name for f in fields(cls)}
-        values = {k: v for k, v in d.items() if k in known}
-        if "unless" in values:
-            values["unless"] = tuple(values["unless"])
-        return cls(**values)
+        return msgspec.convert(d, cls, strict=False)
 
     def occasion(self) -> str:
         """When the program-side hook takes it, in words."""
@@ -79,7 +84,7 @@ class CapturePlan:
                 "stalled_step": f"when the step loop makes no progress for {self.stall_s:g} s",
                 "oom": "at the next CUDA out-of-memory"}[self.trigger]
 
-    def summary(self) -> str:
+    def _summary(self) -> str:
         """One line for people: what, when, how much."""
         when = self.occasion()
         size = f"{self.steps} step(s)" if self.kind == "profiler" else \
@@ -88,11 +93,15 @@ class CapturePlan:
         return f"{what}{f' of {size}' if size else ''} {when}, at most {self.max_bytes // (1024 * 1024)} MiB"
 
 
+PLAN_KEYS = tuple(k for k in CapturePlan.__struct_fields__ if k != "summary")
+_DEFAULTS = CapturePlan(kind="profiler")
+
+
 def parse_plan(raw: Any) -> CapturePlan:
     """A rule's `capture:` value -> CapturePlan, or CapturePlanError naming what is wrong."""
     if not isinstance(raw, Mapping):
         raise CapturePlanError("capture: expected a mapping (kind, trigger, ...)")
-    unknown = sorted(set(raw) - {f.name for f in fields(CapturePlan)})
+    unknown = sorted(set(raw) - set(PLAN_KEYS))
     if unknown:
         raise CapturePlanError(f"capture: unknown key(s) {', '.join(unknown)}")
     kind = raw.get("kind")
@@ -111,19 +120,19 @@ def parse_plan(raw: Any) -> CapturePlan:
     why = raw.get("why", "")
     if not isinstance(why, str):
         raise CapturePlanError("capture.why: expected text")
-    max_bytes = raw.get("max_bytes", CapturePlan.max_bytes)
+    max_bytes = raw.get("max_bytes", _DEFAULTS.max_bytes)
     try:
         max_bytes = parse_size(max_bytes) if isinstance(max_bytes, str) else int(max_bytes)
     except (TypeError, ValueError):
         raise CapturePlanError(f"capture.max_bytes: expected a size such as 64MiB; got {max_bytes!r}") from None
     return CapturePlan(
         kind=kind, trigger=trigger, scope=scope, unless=tuple(unless), why=why.strip(),
-        steps=int(_bounded(raw, "steps", CapturePlan.steps, 1, MAX_STEPS)),
-        factor=_bounded(raw, "factor", CapturePlan.factor, 1.05, 100.0),
-        stall_s=_bounded(raw, "stall_s", CapturePlan.stall_s, 1.0, MAX_STALL_S),
-        duration_s=_bounded(raw, "duration_s", CapturePlan.duration_s, 1.0, MAX_DURATION_S),
+        steps=int(_bounded(raw, "steps", _DEFAULTS.steps, 1, MAX_STEPS)),
+        factor=_bounded(raw, "factor", _DEFAULTS.factor, 1.05, 100.0),
+        stall_s=_bounded(raw, "stall_s", _DEFAULTS.stall_s, 1.0, MAX_STALL_S),
+        duration_s=_bounded(raw, "duration_s", _DEFAULTS.duration_s, 1.0, MAX_DURATION_S),
         max_bytes=int(_within("max_bytes", max_bytes, 1024, MAX_BYTES)),
-        wait_s=_bounded(raw, "wait_s", CapturePlan.wait_s, 10.0, MAX_WAIT_S))
+        wait_s=_bounded(raw, "wait_s", _DEFAULTS.wait_s, 10.0, MAX_WAIT_S))
 
 
 def _bounded(raw: Mapping, key: str, default: float, low: float, high: float) -> float:

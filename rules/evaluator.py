@@ -22,7 +22,7 @@ from rules.masks import ALL, TraceMasks, by_time
 from rules.matches import Matches
 from rules.modifiers import json_text as _text
 from rules.quantities import human_duration
-from rules.results import Evidence, Finding
+from rules.results import Evidence, RuleFinding
 from rules.sequence import SequenceMatcher
 from rules.windows import Aggregation
 
@@ -31,7 +31,7 @@ __all__ = ["evaluate_rules", "evaluate_rule", "precompute_features", "selection_
 
 
 def evaluate_rules(compiled_rules, ctx: TraceContext, time_budget_s: float = limits.RULE_TIME_BUDGET_S,
-                   on_rule=None) -> tuple[list[Finding], list[dict]]:
+                   on_rule=None) -> tuple[list[RuleFinding], list[dict]]:
     """`on_rule(done, total)` is called before each rule (progress). Masks of tests that
     several rules share are computed once (one TraceMasks for the whole pack)."""
     findings, errors = [], []
@@ -64,7 +64,7 @@ def precompute_features(compiled_rules, ctx: TraceContext) -> None:
 
 
 def evaluate_rule(cr: CompiledRule, ctx: TraceContext, budget: Budget | None = None,
-                  masks: TraceMasks | None = None, jobs: list[str] | None = None) -> list[Finding]:
+                  masks: TraceMasks | None = None, jobs: list[str] | None = None) -> list[RuleFinding]:
     """`jobs`: the folders that are jobs of their own when the upload holds several
     (rules.features.jobs): one job's rows never make a finding with another's."""
     budget = budget or Budget(limits.RULE_TIME_BUDGET_S)
@@ -94,7 +94,7 @@ def selection_counts(cr: CompiledRule, ctx: TraceContext) -> dict[str, int]:
             for name, sel in cr.selections.items()}
 
 
-def _findings(cr: CompiledRule, matches: Matches, budget: Budget) -> list[Finding]:
+def _findings(cr: CompiledRule, matches: Matches, budget: Budget) -> list[RuleFinding]:
     findings = []
     for i, m in enumerate(matches.items):
         findings.append(make_finding(cr, m.refs, m.start_ts, m.end_ts, m.metrics, m.group, m.named_rows))
@@ -108,7 +108,7 @@ def _findings(cr: CompiledRule, matches: Matches, budget: Budget) -> list[Findin
 # ---------------------------------------------------------------- findings
 
 def make_finding(cr: CompiledRule, refs: list[RowRef], start_ts: int, end_ts: int, metrics: dict,
-                 group: dict, named_rows: dict[str, RowRef] | None = None) -> Finding:
+                 group: dict, named_rows: dict[str, RowRef] | None = None) -> RuleFinding:
     """One finding from its evidence rows (time-ordered), metrics and group keys."""
     rule = cr.rule
     first, last = refs[0], refs[-1]
@@ -130,7 +130,7 @@ def make_finding(cr: CompiledRule, refs: list[RowRef], start_ts: int, end_ts: in
     if len(refs) > limits.MAX_EVIDENCE:
         refs = refs[:limits.MAX_EVIDENCE - 1] + [refs[-1]]
     fingerprint = {f: group[f] if f in group else first.get(f) for f in cr.fingerprint}
-    return Finding(
+    return RuleFinding(
         rule_id=rule.id, rule_version=rule.version, title=rule.title, severity=rule.severity,
         root_cause=rule.root_cause or "", slo=rule.slo, start_ts=int(start_ts), end_ts=int(end_ts),
         explanation=cr.explain.render(lookup),

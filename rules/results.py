@@ -1,63 +1,67 @@
-"""What the rule engine finds: a `Finding` and its `Evidence` rows, immutable.
+"""What the rule engine finds: a `Finding` and its `Evidence` rows, immutable msgspec Structs.
 
-The evaluator builds them, clustering and the report read them and give new ones
-(`dataclasses.replace`) instead of changing them; they become JSON only at the edge
-(`to_dict`, the report's `Report.to_dict`).
+A `Finding` is what the report lists (diagnosis.results.Report): its fields, in order, are the
+JSON report's keys, so `msgspec.json.encode` writes it and `msgspec.convert` reads it back. The
+evaluator gives a `RuleFinding`: a finding with what only grouping reads (the rule's group and
+fingerprint values, its `causes`, `suppresses` and `tags`), which the report leaves out.
+Clustering and the report give new values (`msgspec.structs.replace`) instead of changing them.
 """
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Annotated, Any, Mapping
+
+import msgspec
+from msgspec import UNSET, Meta, UnsetType
 
 from rules.capture_plans import CapturePlan
+from rules.severity import SEVERITIES
+
+Severity = Annotated[str, Meta(extra_json_schema={"enum": list(SEVERITIES)})]
 
 
-@dataclass(frozen=True)
-class Evidence:
+class Evidence(msgspec.Struct, frozen=True, kw_only=True):
     """One event row a finding rests on: where it is (file and location) and what it says."""
-    artifact: str
-    loc: str
-    ts: int
-    text: str
+    artifact: Annotated[str, Meta(description="the file the evidence is in")] = ""
+    loc: Annotated[str, Meta(description="where in it: 'line 12', 'line 3-9', 'event 41', or empty")] = ""
+    ts: Annotated[int, Meta(description="ns on the trace's common clock")] = 0
+    text: str = ""
 
     def to_dict(self) -> dict:
-        return {"artifact": self.artifact, "loc": self.loc, "ts": self.ts, "text": self.text}
+        return msgspec.to_builtins(self)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "Evidence":
-        return cls(artifact=str(d.get("artifact") or ""), loc=str(d.get("loc") or ""),
-                   ts=int(d.get("ts") or 0), text=str(d.get("text") or ""))
+        return msgspec.convert(d, cls, strict=False)
 
 
-@dataclass(frozen=True)
-class Finding:
-    """One firing of one rule. `id`, `cluster` and `consequence_of` are the report's ("F3",
-    "C1", "F1"): empty until the report numbers and clusters the findings."""
+class Finding(msgspec.Struct, frozen=True, kw_only=True):
+    """One firing of one rule, as the report lists it. `id`, `cluster` and `consequence_of` are
+    the report's ("F3", "C1", "F1"): empty until the report numbers and clusters the findings.
+    `capture`: the capture that would decide it (the rule's `capture:`), absent when none."""
+    id: Annotated[str, Meta(description="F1, F2... in time order")] = ""
     rule_id: str
-    title: str
-    severity: str
     rule_version: int = 1
+    title: str
+    severity: Severity
     root_cause: str = ""
     slo: str | None = None
+    cluster: Annotated[str | None, Meta(description="the id of the cluster it belongs to (C1...)")] = None
     start_ts: int = 0
     end_ts: int = 0
     explanation: str = ""
     recommendations: tuple[str, ...] = ()
     references: tuple[str, ...] = ()
     evidence: tuple[Evidence, ...] = ()
-    # metrics and keys hold the evaluator's plain values (numbers, text, None); never changed
-    # after construction: `with_metrics` gives a new finding
-    metrics: Mapping[str, Any] = field(default_factory=dict)
-    group: Mapping[str, Any] = field(default_factory=dict)
-    fingerprint: Mapping[str, Any] = field(default_factory=dict)
-    causes: tuple[str, ...] = ()
-    suppresses: tuple[str, ...] = ()
-    tags: tuple[str, ...] = ()
-    capture: CapturePlan | None = None  # the capture that would decide it (the rule's `capture:`)
-    id: str = ""
-    cluster: str | None = None
-    consequence_of: str | None = None
+    # the evaluator's plain values (numbers, text, None); never changed after construction:
+    # `with_metrics` gives a new finding
+    metrics: Annotated[Mapping[str, Any], Meta(description="the rule's figures (numbers, text or null)")] = \
+        msgspec.field(default_factory=dict)
+    consequence_of: Annotated[str | None, Meta(description="the finding this one follows from")] = None
+    capture: CapturePlan | UnsetType = UNSET
+
+    def __post_init__(self) -> None:
+        if self.capture is None:  # callers that hold "no plan" as None
+            msgspec.structs.force_setattr(self, "capture", UNSET)
 
     @property
     def cause_key(self) -> str:
@@ -65,17 +69,19 @@ class Finding:
         return self.root_cause or self.rule_id
 
     def with_metrics(self, **extra: Any) -> "Finding":
-        return dataclasses.replace(self, metrics={**self.metrics, **extra})
+        return msgspec.structs.replace(self, metrics={**self.metrics, **extra})
 
-    def to_dict(self) -> dict:
-        """The engine's view (what rule tests and tools read): every field but the report's."""
-        return {
-            "rule_id": self.rule_id, "rule_version": self.rule_version, "title": self.title,
-            "severity": self.severity, "root_cause": self.root_cause, "slo": self.slo,
-            "start_ts": self.start_ts, "end_ts": self.end_ts, "explanation": self.explanation,
-            "recommendations": list(self.recommendations), "references": list(self.references),
-            "evidence": [e.to_dict() for e in self.evidence], "metrics": dict(self.metrics),
-            "group": dict(self.group), "fingerprint": dict(self.fingerprint), "causes": list(self.causes),
-            "suppresses": list(self.suppresses), "tags": list(self.tags),
-            **({"capture": self.capture.to_dict()} if self.capture else {}),
-        }
+
+class RuleFinding(Finding, frozen=True, kw_only=True):
+    """A finding as the evaluator gives it: with the rule's grouping values and relations, which
+    clustering and suppression read and the report leaves out (`reported`)."""
+    group: Mapping[str, Any] = msgspec.field(default_factory=dict)
+    fingerprint: Mapping[str, Any] = msgspec.field(default_factory=dict)
+    causes: tuple[str, ...] = ()
+    suppresses: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
+
+    def reported(self, **changes: Any) -> Finding:
+        """The finding as the report lists it, with `changes` (its id, cluster...)."""
+        values = {name: getattr(self, name) for name in Finding.__struct_fields__}
+        return Finding(**{**values, **changes})

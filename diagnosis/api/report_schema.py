@@ -1,130 +1,106 @@
-"""The JSON report (diagnosis.results.Report.to_dict) described as OpenAPI components, so that a
-client generated from the schema gets typed findings, clusters, violations and artifacts.
+"""The JSON report's OpenAPI components, generated from the msgspec Structs that define it
+(diagnosis.results.report_schema_components): the schema a client gets cannot drift from what
+`Report.to_json()` writes. This module only adapts JSON Schema to drf-spectacular's OpenAPI 3.0.
 
-These serializers only describe: the stored report is answered as it is (`ReportField`), never
-re-serialized, so a key added to the report cannot be dropped on the way out."""
+`ReportSerializer` is a name for drf-spectacular (`ReportComponents` describes it); the stored
+report is answered as it is (`ReportField`), never re-serialized, so a key added to the report
+cannot be dropped on the way out."""
 from __future__ import annotations
 
+import functools
+import inspect
+from typing import Any
+
+import msgspec
+from drf_spectacular.extensions import OpenApiSerializerExtension
+from drf_spectacular.plumbing import ResolvedComponent
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from rules.severity import SEVERITIES
+from diagnosis import results
+from rules.capture_plans import CapturePlan
+from rules.results import Evidence, Finding
+
+# component names as the API has published them (a generated client's model names), where a
+# Struct's own name would take another component's (Finding, Cluster are the team's records)
+NAMES = {"Finding": "ReportFinding", "Cluster": "ReportCluster", "ArtifactEntry": "ReportArtifact",
+         "TraceSummary": "ReportTrace", "Summary": "ReportSummary", "Violation": "SLOViolation",
+         "CapturePlan": "ReportCapturePlan"}
+STRUCTS = (results.Report, results.TraceSummary, results.ArtifactEntry, Finding, Evidence, CapturePlan,
+           results.Cluster, results.Violation, results.FailedSLO, results.RuleFailure, results.Suppression,
+           results.Summary)
+OPTIONAL = {("Report", "slis")}  # absent in reports stored before it (served as they were)
 
 
-class EvidenceSerializer(serializers.Serializer):
-    artifact = serializers.CharField(help_text="the file the evidence is in")
-    loc = serializers.CharField(help_text="where in it: 'line 12', 'line 3-9', 'event 41', or empty")
-    ts = serializers.IntegerField(help_text="ns on the trace's common clock")
-    text = serializers.CharField()
+@functools.cache
+def openapi_components() -> dict[str, dict[str, Any]]:
+    """Component name -> OpenAPI 3.0 schema of the report and every type in it."""
+    components = msgspec.json.decode(msgspec.json.encode(results.report_schema_components()))
+    written = {s.__name__: _always_written(s) for s in STRUCTS}
+    out = {}
+    for name, schema in components.items():
+        schema = _openapi(schema)
+        schema.pop("title", None)
+        if "description" in schema:
+            schema["description"] = inspect.cleandoc(schema["description"])
+        schema["required"] = [k for k in schema.get("properties", {}) if k in written[name]]
+        out[NAMES.get(name, name)] = schema
+    return out
 
 
-class ReportFindingSerializer(serializers.Serializer):
-    id = serializers.CharField(help_text="F1, F2... in time order")
-    rule_id = serializers.CharField()
-    rule_version = serializers.IntegerField()
-    title = serializers.CharField()
-    severity = serializers.ChoiceField(choices=SEVERITIES)
-    root_cause = serializers.CharField(allow_blank=True)
-    slo = serializers.CharField(allow_null=True)
-    cluster = serializers.CharField(allow_null=True, help_text="the id of the cluster it belongs to (C1...)")
-    start_ts = serializers.IntegerField()
-    end_ts = serializers.IntegerField()
-    explanation = serializers.CharField(allow_blank=True)
-    recommendations = serializers.ListField(child=serializers.CharField())
-    references = serializers.ListField(child=serializers.CharField())
-    evidence = EvidenceSerializer(many=True)
-    metrics = serializers.DictField(help_text="the rule's figures (numbers, text or null)")
-    consequence_of = serializers.CharField(allow_null=True, help_text="the finding this one follows from")
+def _always_written(struct: type) -> set[str]:
+    """The keys every encoding of the Struct writes (not UNSET-able, not omitted at a default)."""
+    info = msgspec.inspect.type_info(struct)
+    assert isinstance(info, msgspec.inspect.StructType)
+    omit_defaults = struct.__struct_config__.omit_defaults
+    return {f.encode_name for f in info.fields if f.required or (
+        (struct.__name__, f.name) not in OPTIONAL and not omit_defaults
+        and not (f.default is msgspec.NODEFAULT and f.default_factory is msgspec.NODEFAULT))}  # that: UNSET
 
 
-class ReportClusterSerializer(serializers.Serializer):
-    id = serializers.CharField(help_text="C1, C2...")
-    fingerprint = serializers.CharField(help_text="stable across traces: the same root cause, the same value")
-    root_cause = serializers.CharField(allow_blank=True)
-    title = serializers.CharField()
-    severity = serializers.ChoiceField(choices=SEVERITIES)
-    headline = serializers.CharField(help_text="the finding id that names the cluster")
-    findings = serializers.ListField(child=serializers.CharField())
-    slos = serializers.ListField(child=serializers.CharField())
-    why_grouped = serializers.CharField(allow_blank=True)
-    start_ts = serializers.IntegerField()
-    earlier_fingerprints = serializers.ListField(
-        child=serializers.CharField(), required=False,
-        help_text="only while a grouping change is carried: the fingerprints this cluster had before "
-                  "(a renamed root cause or an earlier grouping version); the team's cluster of any of "
-                  "them takes `fingerprint`")
-
-
-class SLOOutcomeSerializer(serializers.Serializer):
-    """A violated SLO, or (with `error` and `slo` only) an SLO that could not be evaluated."""
-    slo = serializers.CharField()
-    error = serializers.CharField(required=False, help_text="present only when the SLI could not be computed")
-    title = serializers.CharField(required=False)
-    sli = serializers.CharField(required=False)
-    objective = serializers.CharField(required=False)
-    window = serializers.ListField(child=serializers.IntegerField(), required=False,
-                                   help_text="[start_ns, end_ns] of the worst window")
-    observed = serializers.FloatField(required=False)
-    observed_text = serializers.CharField(required=False)
-    burn_rate = serializers.FloatField(required=False)
-    samples = serializers.IntegerField(required=False)
-    findings = serializers.ListField(child=serializers.CharField(), required=False)
-
-
-class ReportArtifactSerializer(serializers.Serializer):
-    path = serializers.CharField()
-    format = serializers.CharField(help_text="the parser that read it; 'unknown' when none could")
-    events = serializers.IntegerField()
-    warnings = serializers.ListField(child=serializers.CharField())
-    internal_error = serializers.BooleanField(required=False)
-    start_ts = serializers.IntegerField(allow_null=True)
-    end_ts = serializers.IntegerField(allow_null=True)
-
-
-class ReportTraceSerializer(serializers.Serializer):
-    artifacts = ReportArtifactSerializer(many=True)
-    events = serializers.IntegerField()
-    start_ts = serializers.IntegerField(allow_null=True)
-    end_ts = serializers.IntegerField(allow_null=True)
-    alignment = serializers.ListField(child=serializers.DictField(), help_text="how each file's clock was aligned")
-    series = serializers.DictField(help_text="plot series: step_latency_ms, gpu_telemetry")
-    hosts = serializers.ListField(child=serializers.CharField())
-    warnings = serializers.ListField(child=serializers.CharField())
-
-
-class RuleFailureSerializer(serializers.Serializer):
-    rule_id = serializers.CharField()
-    error = serializers.CharField()
-
-
-class SuppressionSerializer(serializers.Serializer):
-    rule_id = serializers.CharField()
-    root_cause = serializers.CharField(allow_blank=True)
-    by = serializers.CharField()
-
-
-class ReportSummarySerializer(serializers.Serializer):
-    findings_by_severity = serializers.DictField(child=serializers.IntegerField())
-    worst = serializers.CharField(allow_null=True, help_text="the highest severity found; null with no findings")
-    violations = serializers.IntegerField()
-
-
-class ReportSlisSerializer(serializers.Serializer):
-    ttft_ms = serializers.FloatField(allow_null=True, help_text="time to first token: the first token-emitting step")
-    gpu_busy_pct = serializers.FloatField(allow_null=True, help_text="steady-state GPU busy share (feature gpu_activity)")
+def _openapi(node: Any) -> Any:
+    """JSON Schema -> OpenAPI 3.0: a null alternative as `nullable`, a fixed-length tuple as an
+    array of its length, references renamed."""
+    if isinstance(node, list):
+        return [_openapi(n) for n in node]
+    if not isinstance(node, dict):
+        return node
+    node = {k: _openapi(v) for k, v in node.items()}
+    if "$ref" in node:
+        prefix, _, name = node["$ref"].rpartition("/")
+        node["$ref"] = f"{prefix}/{NAMES.get(name, name)}"
+    alternatives = node.get("anyOf")
+    if alternatives and {"type": "null"} in alternatives:
+        rest = [a for a in alternatives if a != {"type": "null"}]
+        del node["anyOf"]
+        if len(rest) == 1 and "$ref" not in rest[0]:
+            node.update(rest[0])
+        else:
+            node["anyOf" if len(rest) > 1 else "allOf"] = rest
+        node["nullable"] = True
+    if "prefixItems" in node:
+        kinds = node.pop("prefixItems")
+        node["items"] = kinds[0] if all(k == kinds[0] for k in kinds) else {"anyOf": kinds}
+    return node
 
 
 class ReportSerializer(serializers.Serializer):
-    """The diagnosis report: `tracedoc diagnose --format json` prints the same object."""
-    version = serializers.IntegerField()
-    trace = ReportTraceSerializer()
-    findings = ReportFindingSerializer(many=True)
-    violations = SLOOutcomeSerializer(many=True)
-    clusters = ReportClusterSerializer(many=True)
-    rule_errors = RuleFailureSerializer(many=True)
-    suppressed = SuppressionSerializer(many=True)
-    summary = ReportSummarySerializer()
-    slis = ReportSlisSerializer(required=False, help_text="headline figures; absent in reports stored before them")
+    """The diagnosis report (`ReportComponents` gives its schema)."""
+
+
+class ReportComponents(OpenApiSerializerExtension):
+    target_class = ReportSerializer
+
+    def get_name(self, auto_schema, direction) -> str:
+        return "Report"
+
+    def map_serializer(self, auto_schema, direction) -> dict[str, Any]:
+        components = openapi_components()
+        for name, schema in components.items():
+            if name != "Report":
+                auto_schema.registry.register_on_missing(
+                    ResolvedComponent(name, ResolvedComponent.SCHEMA, schema=schema, object=name))
+        return components["Report"]
 
 
 @extend_schema_field(ReportSerializer(allow_null=True))

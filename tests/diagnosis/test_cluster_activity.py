@@ -1,10 +1,10 @@
 """The cluster page's activity log: every change with who and when (status, assignee,
 snooze, comment) and the rule versions that matched, each at the first trace it matched in;
 a newer rule version (as after a rule change and a re-diagnosis) adds its own line."""
-import dataclasses
 import re
 from datetime import timedelta
 
+import msgspec
 from django.utils import timezone
 
 from diagnosis.cluster_activity import activity_log
@@ -16,8 +16,8 @@ from tests.support.cluster_world import NCCL, days_ago, report, seen
 def seen_with_version(team, cause, version: int, at):
     """A trace whose finding came from `version` of the rule."""
     base = report(cause)
-    bumped = dataclasses.replace(base, findings=tuple(dataclasses.replace(f, rule_version=version)
-                                                      for f in base.findings))
+    bumped = msgspec.structs.replace(base, findings=tuple(msgspec.structs.replace(f, rule_version=version)
+                                                          for f in base.findings))
     trace = Trace.objects.create(team=team, name=f"trace v{version}", state=Trace.State.DONE)
     Trace.objects.filter(pk=trace.pk).update(created_at=at)
     trace.refresh_from_db()

@@ -1,15 +1,15 @@
 """Clustering within a trace: shared root causes, declared causal edges, headline, order."""
-import dataclasses
+import msgspec
 
 from diagnosis.clusters import apply_suppressions, cluster_findings, describe, fingerprint
 from diagnosis.results import Suppression
-from rules.results import Finding
+from rules.results import RuleFinding
 
 S = 10**9
 
 
 def finding(rule, root, start, severity="error", causes=(), group=None, **extra):
-    return Finding(rule_id=rule, root_cause=root, title=rule, severity=severity, start_ts=start, end_ts=start,
+    return RuleFinding(rule_id=rule, root_cause=root, title=rule, severity=severity, start_ts=start, end_ts=start,
                    causes=tuple(causes), group=group or {}, **extra)
 
 
@@ -46,10 +46,10 @@ def test_same_root_cause_is_one_cluster_ordered_by_severity():
 
 def test_fingerprint_depends_on_root_cause_and_fingerprint_fields():
     a = finding("r", "nccl.timeout.undetermined", 0)
-    b = dataclasses.replace(a, fingerprint={"attrs.op": "ALLREDUCE"})
-    c = dataclasses.replace(a, fingerprint={"attrs.op": "ALLGATHER"})
+    b = msgspec.structs.replace(a, fingerprint={"attrs.op": "ALLREDUCE"})
+    c = msgspec.structs.replace(a, fingerprint={"attrs.op": "ALLGATHER"})
     assert len({fingerprint(a), fingerprint(b), fingerprint(c)}) == 3
-    assert fingerprint(b) == fingerprint(dataclasses.replace(b, start_ts=99))
+    assert fingerprint(b) == fingerprint(msgspec.structs.replace(b, start_ts=99))
 
 
 def test_suppression_drops_the_redundant_finding_on_the_same_scope():

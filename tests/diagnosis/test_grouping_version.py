@@ -8,10 +8,11 @@ import json
 import subprocess
 import sys
 
+import msgspec
 import pytest
 
 from diagnosis.clusters import FINGERPRINT_HASHES, GROUPING_VERSION, earlier_fingerprints, fingerprint
-from rules.results import Finding
+from rules.results import RuleFinding
 from tests.support.stack import ROOT, postgres_database, reachable, stack_env
 
 pytestmark = pytest.mark.integration
@@ -20,7 +21,7 @@ pytestmark = pytest.mark.integration
 def test_the_fingerprint_is_unchanged_under_version_1():
     """sha256(cause|k=v...)[:16], as every cluster recorded so far; nothing earlier to carry."""
     import hashlib
-    f = Finding(rule_id="r", title="t", severity="error", root_cause="nccl.timeout", fingerprint={"pg": 0, "a": 1})
+    f = RuleFinding(rule_id="r", title="t", severity="error", root_cause="nccl.timeout", fingerprint={"pg": 0, "a": 1})
     assert GROUPING_VERSION == 1 and set(FINGERPRINT_HASHES) == {1}
     assert fingerprint(f) == hashlib.sha256(b"nccl.timeout|a=1|pg=0").hexdigest()[:16]
     assert earlier_fingerprints(f) == ()
@@ -52,12 +53,12 @@ def test_the_report_carries_earlier_fingerprints_only_while_a_change_is_carried(
     from diagnosis import clusters
     from diagnosis.clusters import cluster_findings, describe
     from diagnosis.results import Cluster
-    f = Finding(rule_id="r", title="t", severity="error", root_cause="memory.oom", fingerprint={"host": "n1"})
+    f = RuleFinding(rule_id="r", title="t", severity="error", root_cause="memory.oom", fingerprint={"host": "n1"})
     groups, _ = cluster_findings([f])
     [plain] = describe(groups, [f], ["F1"])
-    assert "earlier_fingerprints" not in plain.to_dict()
+    assert "earlier_fingerprints" not in msgspec.to_builtins(plain)
     monkeypatch.setitem(clusters.RENAMED_CAUSES, "cuda.oom", "memory.oom")
     [carried] = describe(groups, [f], ["F1"])
     assert carried.fingerprint == plain.fingerprint  # the cause as it is now
     assert carried.earlier_fingerprints == (fingerprint(f, cause="cuda.oom"),)
-    assert Cluster.from_dict(carried.to_dict()) == carried
+    assert msgspec.convert(msgspec.to_builtins(carried), Cluster) == carried

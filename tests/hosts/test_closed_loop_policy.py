@@ -22,7 +22,7 @@ TOKENS = ROOT / "tests" / "fixtures" / "closed_loop" / "spiky_cpu" / "token_late
 def jitter_report():
     report = run([TOKENS])
     [jitter] = [f for f in report.findings if f.rule_id == "latency.jitter"]
-    assert jitter.capture is not None and jitter.capture.trigger == "slow_step"
+    assert jitter.capture and jitter.capture.trigger == "slow_step"
     return report
 
 

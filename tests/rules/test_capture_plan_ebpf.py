@@ -10,7 +10,7 @@ from rules.loader import load_rule_dirs
 def test_an_ebpf_plan_is_a_timed_window_taken_at_once():
     plan = parse_plan({"kind": "ebpf", "duration_s": 20, "max_bytes": "8MiB", "unless": ["bpftrace"]})
     assert plan.kind in TIMED_KINDS and plan.trigger == "now" and plan.max_bytes == 8 * 1024**2
-    assert plan.summary() == "ebpf of 20 s at once, at most 8 MiB"
+    assert plan.summary == "ebpf of 20 s at once, at most 8 MiB"
     with pytest.raises(CapturePlanError, match="a ebpf capture takes one of now; got 'slow_step'"):
         parse_plan({"kind": "ebpf", "trigger": "slow_step"})
     with pytest.raises(CapturePlanError, match="capture.duration_s: expected 1 to 300"):

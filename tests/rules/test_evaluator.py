@@ -139,8 +139,8 @@ def test_findings_carry_the_rule_metadata(frame):
     condition: a
     """
     f = run(body, frame, severity="error")[0]
-    assert {k: f.to_dict()[k] for k in ("rule_id", "rule_version", "title", "severity", "root_cause", "slo", "tags",
+    assert {k: getattr(f, k) for k in ("rule_id", "rule_version", "title", "severity", "root_cause", "slo", "tags",
                                          "causes", "suppresses", "references")} == {
         "rule_id": "test.rule", "rule_version": 1, "title": "Test rule rule", "severity": "error",
-        "root_cause": "host.sync_stall", "slo": "step_time", "tags": ["latency"], "causes": ["latency.jitter"],
-        "suppresses": ["gpu.idle_gaps"], "references": ["https://example.org/x"]}
+        "root_cause": "host.sync_stall", "slo": "step_time", "tags": ("latency",), "causes": ("latency.jitter",),
+        "suppresses": ("gpu.idle_gaps",), "references": ("https://example.org/x",)}

@@ -8,7 +8,7 @@ import json
 
 from diagnosis.clusters import cluster_findings
 from rules.features import TraceContext
-from rules.results import Evidence, Finding
+from rules.results import Evidence, RuleFinding
 from rules.features.nccl import verdict, watchdog_mismatches
 from tests.rules.helpers import S, events
 
@@ -96,9 +96,9 @@ def test_a_group_of_one_rank_has_no_peer_to_wait_for():
 
 
 def test_clusters_head_the_incident_with_the_failure_a_timeout_names():
-    failure = Finding(rule_id="cuda-oom.x", root_cause="cuda_oom.capacity", title="OOM", severity="error",
+    failure = RuleFinding(rule_id="cuda-oom.x", root_cause="cuda_oom.capacity", title="OOM", severity="error",
                       start_ts=5, end_ts=5, evidence=(Evidence(artifact="rank1.log", loc="line 5", ts=5, text=""),))
-    survivor = Finding(rule_id="nccl.timeout-after-peer-failure", root_cause="nccl.timeout.peer_missing",
+    survivor = RuleFinding(rule_id="nccl.timeout-after-peer-failure", root_cause="nccl.timeout.peer_missing",
                        title="timeout", severity="critical", start_ts=1, end_ts=1,
                        group={"attrs.caused_by": "rank1.log|line 5"},
                        evidence=(Evidence(artifact="rank0.log", loc="line 9", ts=1, text=""),))

@@ -13,11 +13,11 @@ def test_the_slow_steps_of_the_h100_window_are_the_checkpoint_steps():
     assert "`save_checkpoint`" in work.explanation and "4 of the 31 profiled steps" in work.explanation
     assert "aten::mm" not in work.explanation  # the window's first, warm-up step is not named
     [jitter] = [f for f in report.findings if f.rule_id == "latency.jitter"]
-    assert jitter.consequence_of == work.id and jitter.capture is None  # explained: nothing left to capture
+    assert jitter.consequence_of == work.id and not jitter.capture  # explained: nothing left to capture
 
 
 def test_the_step_records_alone_ask_for_the_window():
     report = run([GPU / "token_latency.jsonl"])
     [jitter] = [f for f in report.findings if f.rule_id == "latency.jitter"]
-    assert jitter.capture is not None and jitter.capture.kind == "profiler" and jitter.capture.trigger == "slow_step"
+    assert jitter.capture and jitter.capture.kind == "profiler" and jitter.capture.trigger == "slow_step"
     assert not any(f.rule_id == "latency.spike-host-work" for f in report.findings)

@@ -4,7 +4,7 @@ database: clusters are opened under the schema and grouping before versioned gro
 cause) and the same incidents are recorded again. Prints one JSON object of what it saw."""
 from __future__ import annotations
 
-import dataclasses
+import msgspec
 import hashlib
 import json
 
@@ -20,15 +20,15 @@ BEFORE = [("diagnosis", "0004_cluster_triage_sightings_activity")]
 
 
 def incidents() -> list:
-    from rules.results import Evidence, Finding
+    from rules.results import Evidence, RuleFinding
     evidence = (Evidence(artifact="rank0.log", loc="line 3", ts=10, text="Watchdog caught collective operation timeout"),)
     return [
-        Finding(rule_id="nccl.watchdog-timeout", title="NCCL watchdog timeout", severity="error",
+        RuleFinding(rule_id="nccl.watchdog-timeout", title="NCCL watchdog timeout", severity="error",
                 root_cause="nccl.timeout.stream_blocked", start_ts=10, end_ts=20, explanation="x",
                 evidence=evidence, fingerprint={"pg": "0"}),
-        Finding(rule_id="memory.oom", title="CUDA out of memory", severity="critical",
+        RuleFinding(rule_id="memory.oom", title="CUDA out of memory", severity="critical",
                 root_cause="memory.oom", start_ts=5000 * 10**9, end_ts=5001 * 10**9, explanation="x",
-                evidence=(dataclasses.replace(evidence[0], artifact="rank1.log"),), fingerprint={"host": "n1"}),
+                evidence=(msgspec.structs.replace(evidence[0], artifact="rank1.log"),), fingerprint={"host": "n1"}),
     ]
 
 
@@ -39,7 +39,7 @@ def report(findings: list):
     groups, _ = cluster_findings(findings)
     clusters = describe(groups, findings, ids)
     of = {i: c.id for c in clusters for i in c.findings}
-    numbered = tuple(dataclasses.replace(f, id=i, cluster=of[i]) for f, i in zip(findings, ids))
+    numbered = tuple(f.reported(id=i, cluster=of[i]) for f, i in zip(findings, ids))
     return Report(trace=TraceSummary(artifacts=(), events=0, start_ts=None, end_ts=None),
                   findings=numbered, clusters=tuple(clusters))
 
@@ -49,7 +49,7 @@ def main() -> None:
     seen: dict = {}
     old_findings = incidents()
     # the OOM rule's root cause was "cuda.oom" when its cluster was opened
-    old_findings[1] = dataclasses.replace(old_findings[1], root_cause="cuda.oom")
+    old_findings[1] = msgspec.structs.replace(old_findings[1], root_cause="cuda.oom")
     opened = report(old_findings)
     call_command("migrate", "diagnosis", BEFORE[0][1], verbosity=0)
     old = MigrationExecutor(connection).loader.project_state(BEFORE).apps
