@@ -60,7 +60,33 @@ CUDA_ERRORS = (
     ("cudaErrorGraphExecUpdateFailure", 910, "the graph update was not performed because it included "
      "changes which violated constraints specific to instantiated graph update"),
     ("cudaErrorUnknown", 999, "unknown error"),
+    # the rest that logs print, for their message alone (cudaGetErrorString)
+    ("cudaErrorCudartUnloading", 4, "driver shutting down"),
+    ("cudaErrorInvalidConfiguration", 9, "invalid configuration argument"),
+    ("cudaErrorInvalidDevicePointer", 17, "invalid device pointer"),
+    ("cudaErrorInvalidDeviceFunction", 98, "invalid device function"),
+    ("cudaErrorStartupFailure", 127, "startup failure in cuda runtime"),
+    ("cudaErrorInvalidKernelImage", 200, "device kernel image is invalid"),
+    ("cudaErrorDeviceUninitialized", 201, "invalid device context"),
+    ("cudaErrorPeerAccessUnsupported", 217, "peer access is not supported between these two devices"),
+    ("cudaErrorInvalidPtx", 218, "a PTX JIT compilation failed"),
+    ("cudaErrorUnsupportedPtxVersion", 222, "the provided PTX was compiled with an unsupported toolchain."),
+    ("cudaErrorSharedObjectInitFailed", 303, "shared object initialization failed"),
+    ("cudaErrorOperatingSystem", 304, "OS call failed or operation not supported on this OS"),
+    ("cudaErrorIllegalState", 401, "the operation cannot be performed in the present state"),
+    ("cudaErrorSymbolNotFound", 500, "named symbol not found"),
+    ("cudaErrorContextIsDestroyed", 709, "context is destroyed"),
+    ("cudaErrorCooperativeLaunchTooLarge", 720, "too many blocks in cooperative launch"),
+    ("cudaErrorNotPermitted", 800, "operation not permitted"),
+    ("cudaErrorNotSupported", 801, "operation not supported"),
+    ("cudaErrorSystemDriverMismatch", 803, "system has unsupported display driver / cuda driver combination"),
+    ("cudaErrorCompatNotSupportedOnDevice", 804, "forward compatibility was attempted on non supported HW"),
 )
+# Messages too generic to name an error without the "CUDA error: " before them (or a name or code)
+_GENERIC = ("cudaErrorMemoryAllocation", "cudaErrorInvalidValue", "cudaErrorUnknown", "cudaErrorInitializationError",
+            "cudaErrorTimeout", "cudaErrorHardwareStackError", "cudaErrorCudartUnloading", "cudaErrorContextIsDestroyed",
+            "cudaErrorNotPermitted", "cudaErrorNotSupported", "cudaErrorIllegalState",
+            "cudaErrorPeerAccessUnsupported")  # SGLang warns with it and falls back to NCCL
 _BY_NAME = {name: (name, code) for name, code, _ in CUDA_ERRORS}
 _BY_MESSAGE = {msg: (name, code) for name, code, msg in CUDA_ERRORS}
 _BY_CODE = {code: (name, code) for name, code, _ in CUDA_ERRORS}
@@ -96,9 +122,15 @@ _CODE = re.compile(r"\bCUDA (?:failure|error) (\d{1,4})\b|\berror code[ =:]+(\d{
 _QUOTED = re.compile(r"\bCuda failure (?:\d{1,4} )?'([^'\n]{3,120})'")
 # Messages that only make sense as CUDA errors ("out of memory", "invalid argument" and
 # "unknown error" are too generic to recognise without a name or code).
-_MESSAGES = [(msg, _BY_NAME[name]) for name, _, msg in CUDA_ERRORS
-             if name not in ("cudaErrorMemoryAllocation", "cudaErrorInvalidValue", "cudaErrorUnknown",
-                             "cudaErrorInitializationError", "cudaErrorTimeout", "cudaErrorHardwareStackError")]
+_MESSAGES = [(msg, _BY_NAME[name]) for name, _, msg in CUDA_ERRORS if name not in _GENERIC]
+# After "CUDA error: " (torch, ggml, TensorRT, numba ...) a message is cudaGetErrorString's, generic ones
+# included; the longest first, as "operation not permitted" begins "... when stream is capturing".
+# (An out-of-memory message is the OOM parsers', as before.)
+_PREFIXED_MESSAGES = sorted(((msg, _BY_NAME[name]) for name, _, msg in CUDA_ERRORS
+                             if name != "cudaErrorMemoryAllocation"), key=lambda m: -len(m[0]))
+# ("CUDA error: ", "CUDA error 9: ", "cuda runtime error (9) : ", CUDA extensions' "CUDA kernel failed : ")
+_PREFIXED = re.compile(r"\b(?:CUDA|Cuda|cuda) (?:runtime )?(?:error|kernel failed)(?: \d{1,4}| \(\d{1,4}\))? ?: ?'?"
+                       r"([A-Za-z][^\n']{2,160})")
 
 # A kernel faulted: the context is lost and every later call in the process fails too.
 FAULTS = {
@@ -151,7 +183,7 @@ CUDA_LINE_WORDS = (
     "_execution_failed", "_mapping_error", "cufft_exec_failed", "curand_status_launch_failure",  # _LIBRARY_EXEC
     "memory access fault", "hsa_status_error_", "cuda exception: ", "cuda_exception_",
     "cudaerror", "cuda_error_", "hiperror", "cuda failure", "cuda error", "error code", "cudaapierror",
-    "cuda runtime error in", "cuda driver error in",
+    "cuda runtime error in", "cuda driver error in", "cuda kernel failed",
 ) + tuple(msg.lower() for msg, _ in _MESSAGES)
 CUDA_LINE_STARTS = "="                                                  # compute-sanitizer reports
 
@@ -179,6 +211,12 @@ def find_cuda_error(text: str) -> tuple[str, int] | None:
     for msg, hit in _MESSAGES:
         if msg in text:
             return hit
+    m = _PREFIXED.search(text)
+    if m:
+        said = m.group(1)
+        for msg, hit in _PREFIXED_MESSAGES:
+            if said.startswith(msg):
+                return hit
     m = _QUOTED.search(text) if "Cuda failure" in text else None
     if m and m.group(1) in _BY_MESSAGE:
         return _BY_MESSAGE[m.group(1)]
@@ -243,16 +281,19 @@ def _runtime_report(body: str) -> Hit | None:
     """A failed CUDA call whose reason names no fault we know: still a failure of the program (the
     floor reports it); an out-of-memory reason is the OOM parsers'."""
     m = _RUNTIME_REPORT.search(body)
-    if not m or m.group(2).startswith("out of mem"):
+    call, reason = (m.group(1), m.group(2).strip()) if m else ("", "")
+    if not m and (said := _PREFIXED.search(body)) and said.group(1)[:1].islower():
+        m, reason = said, said.group(1).strip().rstrip(".")  # "CUDA error: <a message no table knows>"
+    if not m or reason.startswith("out of mem"):
         return None
-    reason = m.group(2).strip()
     known = {hit for _, code, msg in CUDA_ERRORS for hit in [_BY_CODE[code]] if msg.startswith(reason)}
     name, code = known.pop() if len(known) == 1 else ("CUDARuntimeError", 0)
-    attrs = {"cuda_error": name, "cuda_code": code or None, "call": m.group(1)[:200], "reason": reason,
-             "error_label": f"{name} ({code})" if code else f"CUDA call failed: {reason}",
+    attrs = {"cuda_error": name, "cuda_code": code or None, "call": call[:200], "reason": reason[:160],
+             "error_label": f"{name} ({code})" if code else f"CUDA call failed: {reason[:160]}",
              "fault": FAULTS.get(name, ""), "category": "kernel_fault" if name in FAULTS else "",
              "surface": _surface(body), "detail": m.group(0)[:240],
-             "summary": f"the CUDA call {m.group(1)[:120]} failed: {reason}"}
+             "summary": f"the CUDA call {call[:120]} failed: {reason[:160]}" if call
+                        else f"a CUDA call failed: {reason[:160]}"}
     return Hit("error", name, attrs, "error", float(code) if code else math.nan)
 
 

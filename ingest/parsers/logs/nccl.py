@@ -323,7 +323,10 @@ _IB_FIELDS = {"opcode": re.compile(r"opcode[= ](\d{1,10})"), "length": re.compil
 # (transport, pattern) of NCCL's own words for a link, socket or peer that failed; each starts
 # with a literal, and its repetition is bounded
 _TRANSPORT = (
-    ("IB", re.compile(r"NET/IB\w{0,8} ?: ?Got async (?:error )?event ?: ?[\w ]{1,60}")),
+    # "NET/IB : Got async event : port error"; newer NCCL names the port ("NET/IB : mlx5_0:1 Got async
+    # event : ..."); NCCL 1 printed "IB Got async event : ..."
+    ("IB", re.compile(r"(?:NET/(?:IB|DOCA)\w{0,8} ?: ?(?:[\w.-]{1,40}:\d{1,4} )?|\bIB )Got async (?:error )?event ?: ?"
+                      r"([\w ]{1,60})")),
     ("IB", re.compile(r"\bibv_\w{1,40} (?:failed|error)[^\n]{0,80}")),
     ("socket", re.compile(r"\bsocket\w{0,24}: ?[^\n]{0,120}?(?:failed|Connection (?:reset|closed|refused|timed out)|"
                           r"exceeded (?:error )?retr)[^\n]{0,80}")),
@@ -343,6 +346,12 @@ _TRANSPORT = (
     # system error (run with NCCL_DEBUG=INFO for details)", "NCCL error in: ...cpp:1191, unhandled system error"
     ("", re.compile(r"NCCL error\b[^\n]{0,300}?\bunhandled system error\b[^\n]{0,80}")),
 )
+# ibv_event_type_str() of the verbs async events that report a change of the fabric, not a failure
+# (NCCL warns on every event but "communication established"; its fatal ones are the CQ/QP/SRQ
+# errors, "local catastrophic error" and "port error")
+_IB_BENIGN_EVENT = re.compile(r"(?:client reregistration|port active|LID change|P_Key change|SM change|GID table change|"
+                              r"communication established|send queue drained|path migrated|SRQ limit reached|"
+                              r"last WQE reached)\s*$", re.I)
 RETRYING = re.compile(r"\bretrying\b|will retry|\bretry \d{1,4}/\d{1,4}")
 _RETRYING = RETRYING
 
@@ -359,7 +368,7 @@ _RESET_CONTEXT = re.compile(r"NCCL|nccl|socket|c10d|ProcessGroup|Dist\w{0,12}Err
 # What a line must contain for transport_failure to match (the prefilter's words, case-insensitive)
 TRANSPORT_WORDS = ("net/ib", "ibv_", "socket", "net/ofi", "bootstrap", "remote process exited", "ncclremoteerror",
                    "connection closed", "ncclsystemerror", "connection reset by peer", "call to ",
-                   "unhandled system error")
+                   "unhandled system error", "got async event")
 
 
 def transport_failure(body: str) -> dict | None:
@@ -380,6 +389,8 @@ def transport_failure(body: str) -> dict | None:
         m = rx.search(body)
         if m and _RETRYING.search(body):
             return None  # NCCL >= 2.24 logs each connect attempt it will retry; the last one warns
+        if m and m.lastindex and _IB_BENIGN_EVENT.match(m.group(1).strip()):
+            return None  # the fabric reconfigured (a port came up, the subnet manager re-registered clients)
         if m:
             return {"transport": transport or _guess_transport(body), "detail": m.group(0).strip(" '\".,;")[:240]}
     m = _RESET.search(body)
@@ -510,7 +521,20 @@ _MONITORED = re.compile(r"Ranks? ([\d, ]{1,400}?) failed to pass monitoredBarrie
 _MONITORED_PEER = re.compile(r"reached monitoredBarrier, but received errors while waiting for send/recv from "
                              r"rank (\d{1,7})")
 
-RANK_HANG_WORDS = ("monitoredbarrier", " joined", "store based barrier", "self.watchdog_timeout")  # prefilter words
+# c10d's key-value store gave up waiting for another rank: a get or wait for a key a peer was to write
+# (its ncclUniqueId, a barrier or broadcast key: the store answered, the peer never wrote), or a client
+# that could not reach a store on its own machine (nothing in the way but the rank that hosts it)
+_STORE_KEY_TIMEOUT = re.compile(r"Timeout waiting for key: ?(\S{1,160}) after (\d{1,10}) ?ms|"
+                                r"[Ww]ait timeout after (\d{1,10}) ?ms, keys?: ?\[?'?([^\s',\]]{1,160})")
+_STORE_CONNECT_TIMEOUT = re.compile(r"client socket has timed out after (\d{1,10}) ?(ms|s)\b[^\n]{0,40}?connect to "
+                                    r"\(\[?([\w.:-]{1,80}?)\]?, ?(\d{1,5})\)")
+_UNIQUE_ID_FROM = re.compile(r"ncclUniqueId from \[(\d{1,7})\]")
+# torch <= 2.0: the store's blocking get ran out as "Socket Timeout" (the store answered nothing in time)
+_STORE_GET_SOCKET_TIMEOUT = re.compile(r"store->get\('([^'\n]{1,80})'\) got error: Socket Timeout")
+_LOOPBACK = re.compile(r"^(?:127\.\d{1,3}\.\d{1,3}\.\d{1,3}|::1|localhost)$")
+RANK_HANG_WORDS = ("monitoredbarrier", " joined", "store based barrier", "self.watchdog_timeout",  # prefilter words
+                   "timeout waiting for key", "wait timeout after", "client socket has timed out",
+                   "got error: socket timeout")
 
 
 def rank_hang(body: str) -> Hit | None:
@@ -534,9 +558,39 @@ def rank_hang(body: str) -> Hit | None:
         expected, joined = int(m.group(2)), int(m.group(3))
         return "error", "StoreBarrierTimeout", {"rank": int(m.group(1)), "joined": joined, "expected": expected,
                                                 "missing": expected - joined, "timeout": m.group(4)}, "error"
+    hit = _store_wait(body)
+    if hit:
+        return hit
     m = _SERVING_WATCHDOG.match(body.lstrip())
     if m:
         return "error", "ServingWatchdogTimeout", {"timeout_s": float(m.group(1)), "engine": "sglang"}, "error"
+    return None
+
+
+def _store_wait(body: str) -> Hit | None:
+    """A rank that waited at the c10d store for a peer that never came (StoreWaitTimeout): attrs.waited_s,
+    the key or the store's address, the awaited rank where the words name it, and peer_missing: the store
+    answered (a key timeout) or lives on this machine (a loopback connect), so no network is to blame."""
+    m = _STORE_KEY_TIMEOUT.search(body) if "imeout" in body else None
+    if m:
+        key, ms = (m.group(1), m.group(2)) if m.group(1) else (m.group(4), m.group(3))
+        awaited = _UNIQUE_ID_FROM.search(body)
+        return "error", "StoreWaitTimeout", {
+            "waited_s": int(ms) / 1000, "key": key, "awaited_rank": int(awaited.group(1)) if awaited else None,
+            "what": f"the key {key}", "peer_missing": True}, "error"
+    m = _STORE_GET_SOCKET_TIMEOUT.search(body) if "Socket Timeout" in body else None
+    if m:
+        awaited = _UNIQUE_ID_FROM.search(body)
+        return "error", "StoreWaitTimeout", {
+            "waited_s": None, "key": m.group(1), "awaited_rank": int(awaited.group(1)) if awaited else None,
+            "what": f"the key {m.group(1)}", "peer_missing": True}, "error"
+    m = _STORE_CONNECT_TIMEOUT.search(body) if "client socket" in body else None
+    if m:
+        waited = int(m.group(1)) / (1000 if m.group(2) == "ms" else 1)
+        host, port = m.group(3), int(m.group(4))
+        return "error", "StoreWaitTimeout", {
+            "waited_s": waited, "host": host, "port": port, "awaited_rank": None,
+            "what": f"the store at {host}:{port} to accept", "peer_missing": bool(_LOOPBACK.match(host))}, "error"
     return None
 
 

@@ -25,7 +25,9 @@ _HEADER = re2.compile(
 _FRAME = re2.compile(r"^\s+(?P<addr>[0-9a-fA-F]+)\s+(?P<sym>.*?)(?:\s+\((?P<dso>[^()]*)\))?$")
 _OFFSET = re2.compile(r"\+0x[0-9a-fA-F]+$")
 _REFERENCE = re2.compile(r"reference time:.*?=\s*(?P<tod>\d+\.\d+)\s*\(TOD\)\s*=\s*(?P<clock>\d+\.\d+)\s*\((?P<name>[^)]*)\)")
-_INLINE_ADDRESS = re2.compile(r"[0-9a-f]+ ")
+# a sample's own instruction address (user space 7f..., kernel ffffffff...): a few hex digits then a
+# symbol; a log line's "<pid> : ..." after a header-like start is not one
+_INLINE_ADDRESS = re2.compile(r"[0-9a-f]{6,16} +[^\s:]")
 TIME_EVENTS = ("cpu-clock", "task-clock")  # their period is nanoseconds
 UNIX_SECONDS = 1e9  # perf clock values past this (year 2001) are wall-clock seconds
 

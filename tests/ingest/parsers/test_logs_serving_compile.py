@@ -322,3 +322,25 @@ def test_progress_bar_pattern_is_linear():
                  "[1:00, " + "1" * 60000 + "it/s"):
         split_line(junk, 2025)
     assert time.perf_counter() - start < 0.5
+
+
+@pytest.mark.parametrize("line,reason", [
+    # torch 2.1 tracebacks print the class's bare name (pytorch/pytorch#108650, diffusers' logger.info in forward)
+    ("Unsupported: inline in skipfiles: Logger.info  | info /usr/lib/python3.10/logging/__init__.py",
+     "inline in skipfiles: Logger.info  | info /usr/lib/python3.10/logging/__init__.py"),
+    ("Unsupported: dynamic shape operator: aten.nonzero.default", "dynamic shape operator: aten.nonzero.default"),
+    ("torch._dynamo.exc.Unsupported: call_function BuiltinVariable(print) [ConstantVariable(str)] {}",
+     "call_function BuiltinVariable(print) [ConstantVariable(str)] {}"),
+])
+def test_dynamo_unsupported_with_or_without_its_module(line, reason):
+    from ingest.parsers.logs.lines import classify
+
+    hit = classify(line)
+    assert hit is not None and (hit.kind, hit.name, hit.attrs["reason"]) == ("error", "DynamoUnsupported", reason)
+
+
+def test_another_tools_unsupported_is_not_dynamos():
+    from ingest.parsers.logs.lines import classify
+
+    hit = classify("Unsupported: ONNX export of operator unsafe_chunk, output size should be static")
+    assert hit is None or hit.name != "DynamoUnsupported"

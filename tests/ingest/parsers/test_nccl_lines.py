@@ -158,6 +158,10 @@ TRANSPORT_LINES = [  # (line, transport) in the words of NCCL versions, plugins 
      "opcode=1 len=0 vendor err 129 (Send) localGid ::ffff:10.1.1.1 remoteGids::ffff:10.1.1.2", "IB"),
     ("NET/IB : Got completion from peer 11.214.147.122<39138> with error 12, opcode 0, len 0, vendor err 129", "IB"),
     ("h:1:2 [0] NCCL WARN NET/IB : Got async event : port error", "IB"),
+    # newer NCCL names the device and port; NCCL 1 wrote "IB Got async event"; DOCA's plugin its own prefix
+    ("h:1:2 [3] NCCL WARN NET/IB : mlx5_3:1 Got async event : local catastrophic error", "IB"),
+    ("h:1:2 [0] NCCL WARN IB Got async event : local work queue catastrophic error", "IB"),
+    ("h:1:2 [0] NCCL WARN NET/DOCA : Got async event : CQ error", "IB"),
     ("h:1:2 [0] misc/ibvwrap.cc:190 NCCL WARN Call to ibv_modify_qp failed with error Connection timed out", "IB"),
     ("h [5] misc/socket.cc:46 NCCL WARN socketProgressOpt: Call to send to 10.44.137.149<52905> failed : "
      "Connection reset by peer", "socket"),
@@ -187,6 +191,12 @@ def test_healthy_transport_lines_are_not_failures():
                  "h:1:2 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB ; OOB eth0:10.0.0.1<0>",
                  "h:1:2 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>",
                  "h:1:2 [0] NCCL INFO misc/socket.cc:607 -> 6 socketWait(NCCL_SOCKET_SEND, sock, &sock->type)",
+                 # verbs async events that report the fabric reconfiguring, not a failure (NCCL warns on
+                 # all but "communication established"): the subnet manager, a port coming up, a new LID
+                 "gpu1:5021:5386 [0] transport/net_ib.cc:93 NCCL WARN NET/IB : Got async event : client reregistration",
+                 "h:1:2 [0] NCCL WARN NET/IB : mlx5_0:1 Got async event : port active",
+                 "h:1:2 [0] NCCL WARN NET/IB : Got async event : SM change",
+                 "h:1:2 [0] NCCL WARN IB Got async event : GID table change",
                  # an HTTP client hanging up on a serving engine is not NCCL's transport
                  "ConnectionResetError: [Errno 104] Connection reset by peer"):
         f = classify(line)
@@ -316,3 +326,68 @@ def test_start_up_barrier_and_engine_watchdog():
     assert (f.name, f.attrs["joined"], f.attrs["expected"]) == ("StoreBarrierTimeout", 6, 8)
     f = classify("Watchdog timeout (self.watchdog_timeout=300)")
     assert (f.name, f.attrs["timeout_s"]) == ("ServingWatchdogTimeout", 300.0)
+
+
+STORE_WAITS = [  # (line as posted, attrs expected) -- a rank gave up waiting at the c10d store
+    # NVIDIA-NeMo/Speech#14399 (torch 2.x TCPStore)
+    ("B-nemo-ft3/0 [default1]:[rank1]: torch.distributed.DistBackendError: [1] is setting up NCCL communicator and "
+     "retrieving ncclUniqueId from [0] via c10d key-value store by key '0', but store->get('0') got error: wait "
+     "timeout after 600000ms, keys: /default_pg/0//cuda//0",
+     {"waited_s": 600.0, "key": "/default_pg/0//cuda//0", "awaited_rank": 0, "peer_missing": True}),
+    # zai-org/ChatGLM-6B#1232 (torch <= 2.0: the blocking get's "Socket Timeout")
+    ("RuntimeError: [1] is setting up NCCL communicator and retreiving ncclUniqueId from [0] via c10d key-value store "
+     "by key '0', but store->get('0') got error: Socket Timeout",
+     {"key": "0", "awaited_rank": 0, "peer_missing": True}),
+    # a TCPStore client that never reached a store on its own machine (torch 2.x words in ms)
+    ("torch.distributed.DistNetworkError: The client socket has timed out after 600000ms while trying to connect "
+     "to (127.0.0.1, 29500).", {"waited_s": 600.0, "host": "127.0.0.1", "port": 29500, "peer_missing": True}),
+    # ... and on another host: the network is a suspect too, so no peer is named missing
+    ("torch.distributed.DistNetworkError: The client socket has timed out after 1800s while trying to connect to "
+     "(10.20.0.7, 29500).", {"host": "10.20.0.7", "peer_missing": False}),
+]
+
+
+def test_store_waits_name_the_key_and_the_awaited_rank():
+    for line, expected in STORE_WAITS:
+        f = classify(line)
+        assert f is not None and f.name == "StoreWaitTimeout", line
+        assert {k: f.attrs[k] for k in expected} == expected, (line, f.attrs)
+
+
+def test_a_store_reset_is_still_the_network_not_a_missing_peer():
+    f = classify("RuntimeError: [3] is setting up NCCL communicator and retreiving ncclUniqueId from [0] via c10d "
+                 "key-value store by key '1', but store->get('1') got error: Connection reset by peer")
+    assert f is not None and f.name == "NCCLNetworkError"
+
+
+def test_a_failed_call_traced_from_nccls_own_checks_is_one_failure_with_its_warning(tmp_path, parse):
+    """NCCL's init checks refuse a communicator (two ranks on one GPU: ncclInvalidUsage) and trace the
+    code up to the API ("init.cc:N -> 5"), warning first. Not the transport: the call failed all the
+    same, once per thread, and the thread's WARN says why (vllm-project/vllm DP on one device; NCCL
+    2.22 and newer append the result's name)."""
+    log = tmp_path / "dp.log"
+    log.write_text(
+        "myhost:2292596:2292596 [0] init.cc:943 NCCL WARN Duplicate GPU detected : rank 0 and rank 1 both on CUDA "
+        "device 53000\n"
+        "myhost:2292596:2292596 [0] NCCL INFO init.cc:1358 -> 5 (ncclInvalidUsage)\n"
+        "myhost:2292596:2292596 [0] NCCL INFO init.cc:1740 -> 5 (ncclInvalidUsage)\n"
+        "myhost:2292596:2292596 [0] NCCL INFO init.cc:1778 -> 5 (ncclInvalidUsage)\n"
+        "myhost:2292597:2292597 [0] init.cc:943 NCCL WARN Duplicate GPU detected : rank 1 and rank 0 both on CUDA "
+        "device 53000\n"
+        "myhost:2292597:2292597 [0] NCCL INFO init.cc:1358 -> 5 (ncclInvalidUsage)\n"
+        "myhost:2292597:2292597 [0] NCCL INFO init.cc:1740 -> 5 (ncclInvalidUsage)\n")
+    _, df = parse(log)
+    failed = df[df["name"] == "NCCLCallFailed"]
+    assert list(failed["loc"]) == ["line 2", "line 6"]  # one per thread, not one per trace line
+    attrs = [json.loads(a) for a in failed["attrs"]]
+    assert all(a["nccl_error"] == "ncclInvalidUsage" and a["result_code"] == 5 for a in attrs)
+    assert "Duplicate GPU detected : rank 0 and rank 1" in attrs[0]["message"]
+    # the second thread's identical trace line is kept as an echo of the first failure, not a second one
+    assert list(failed["kind"]) == ["error", "log"] and attrs[1]["repeat_of"] == "line 2"
+
+
+def test_an_in_progress_code_is_not_a_failed_call(tmp_path, parse):
+    log = tmp_path / "nb.log"  # ncclInProgress (7): a non-blocking communicator's call still running
+    log.write_text("h:1:1 [0] NCCL INFO init.cc:1740 -> 7\nh:1:1 [0] NCCL INFO init.cc:1778 -> 7\n")
+    _, df = parse(log)
+    assert "NCCLCallFailed" not in set(df["name"])

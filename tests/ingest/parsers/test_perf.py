@@ -82,3 +82,18 @@ def test_bpftrace_futex_waits_and_histograms(parse):
     assert bucket_4k["count"] == int(re.search(r"^\[4K, 8K\)\s+(\d+)", text, re.M).group(1))
     malloc = json.loads(df[df.name == "malloc_bytes"].iloc[0]["attrs"])["buckets"]
     assert max(malloc, key=lambda b: b["count"])["lo"] == 1024  # dominated by 1-2 KiB requests
+
+
+def test_a_runtime_log_line_shaped_like_a_sample_header_is_not_perf_script():
+    """HIP's runtime log (ROCm/ROCm#2153, ROCm 5): ':0:rocdevice.cpp :2672: 0696142325 us: 5999 : [tid:...]'
+    reads as comm, pid, event 'us' and a tail starting with digits; perf's own inline samples put an
+    instruction address (6-16 hex digits) and a symbol there."""
+    from ingest.parsers.perf.script import sniff
+
+    rocm = (b":0:rocdevice.cpp :2672: 0696142325 us: 5999 : [tid:0x7f676e4c7640] Device::callbackQueue aborting "
+            b"with error : HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION: The agent attempted to access memory beyond "
+            b"the largest legal address. code: 0x29\nforrtl: error (76): Abort trap signal\n")
+    assert not sniff(rocm, "run.log")
+    inline = (b"swapper     0 [000] 5931.316423: cpu-clock: ffffffff8105f3c6 native_safe_halt ([kernel.kallsyms])\n"
+              b"python3  4412 [001] 5931.316437: cpu-clock: 7f3a2b1c40d0 _PyEval_EvalFrameDefault (/usr/bin/python3.11)\n")
+    assert sniff(inline, "perf.txt")
