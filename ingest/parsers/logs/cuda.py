@@ -98,14 +98,17 @@ _BY_DRIVER_NAME.update({"CAPTURED_EVENT": _BY_NAME["cudaErrorCapturedEvent"],
                         "NVLINK_UNCORRECTABLE": _BY_NAME["cudaErrorNvlinkUncorrectable"],
                         "LAUNCH_FAILED": _BY_NAME["cudaErrorLaunchFailure"],      # driver API's own name
                         "INVALID_PC": _BY_NAME["cudaErrorInvalidPc"],
-                        "OUT_OF_MEMORY": _BY_NAME["cudaErrorMemoryAllocation"]})
+                        "OUT_OF_MEMORY": _BY_NAME["cudaErrorMemoryAllocation"],
+                        "NO_BINARY_FOR_GPU": _BY_NAME["cudaErrorNoKernelImageForDevice"]})  # the driver API's 209
 
 _NAME = re.compile(r"\b(cudaError[A-Z]\w+)")
 # ROCm/HIP mirrors the runtime API: hipErrorIllegalAddress is cudaErrorIllegalAddress (same
 # message, same meaning: the kernel faulted and the context is lost); a few names differ.
 _HIP_NAME = re.compile(r"\bhipError([A-Z]\w{2,40})")
 _HIP_ALIASES = {"ECCNotCorrectable": "ECCUncorrectable", "LaunchTimeOut": "LaunchTimeout",
-                "OutOfMemory": "MemoryAllocation"}
+                "OutOfMemory": "MemoryAllocation",
+                "NoBinaryForGpu": "NoKernelImageForDevice",  # no code object for this GPU's architecture
+                "InvalidKernelFile": "InvalidKernelImage"}
 # The ROCm (HSA) runtime's own report of a GPU page fault, printed before it aborts the process:
 # "Memory access fault by GPU node-2 (Agent handle: 0x..) on address 0x... Reason: Page not present ..."
 _HSA_FAULT = re.compile(r"Memory access fault by GPU node-?(\d{1,4})(?: \(Agent handle: [0-9a-fx]{1,20}\))?"
