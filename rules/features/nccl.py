@@ -36,7 +36,12 @@ TIMEOUT_NAMES = ("NCCLWatchdogTimeout", "NCCLWatchdogFailure", "NCCLBlockingWait
 # what a rank prints when its process group is torn down; read only where no timeout record is in
 # the trace (an excerpt that starts after it): each rank's first such line stands for its timeout
 TEARDOWN_NAMES = ("NCCLOperationsFailed", "NCCLProcessTeardown", "NCCLWatchdogTerminated", "NCCLDumpSignal",
-                  "NCCLTimeoutBacktrace", "NCCLCommunicatorAborted")
+                  "NCCLTimeoutBacktrace", "NCCLCommunicatorAborted",
+                  # what the watchdog prints only after it caught a failed or timed-out collective
+                  # (logs.c10d_aftermath): a failed desync report, the flight recorder's failed-collective stack
+                  "NCCLDesyncReportFailed", "NCCLFailedCollectiveStack")
+# read only for a rank with no other teardown line (as a bare checkTimeout stack is)
+_FALLBACK_TEARDOWN = ("NCCLTimeoutBacktrace", "NCCLDesyncReportFailed", "NCCLFailedCollectiveStack")
 # a log line that itself says the ranks disagree (DETAIL fingerprints, NCCL's checks, fr_trace)
 MISMATCH_REPORTS = ("CollectiveFingerprintMismatch", "NCCLMismatchedCollective", "NCCLCollectiveSizeMismatch",
                     "CollectiveMismatchReported",
@@ -308,9 +313,11 @@ def _teardown_verdict(t: dict) -> tuple[str, str, str, list[int]]:
         if idle is not None and idle == _int(t.get("last_completed")):
             what += (f"; this rank had nothing in flight (last enqueued = last completed = {idle}), so if that "
                      f"collective belongs to this group, this rank never issued it")
+    # the watchdog's aftermath of a timeout (logs.c10d_aftermath) says what it saw, not a teardown
+    told = f"on {who}, {t['said']}" if t.get("said") else f"{who} tore its process group down because {what}"
     return ("undetermined",
-            f"{who} tore its process group down because {what}, but the watchdog's record of the collective "
-            "(op, sequence id, how long it ran) is not in this excerpt, and nothing shows which rank was missing",
+            f"{told}, but the watchdog's record of the collective (op, sequence id, how long it ran) is not in "
+            "this excerpt, and nothing shows which rank was missing",
             "the lines just before the teardown in every rank's log (the 'Watchdog caught collective operation "
             "timeout' or NCCL error line), and flight-recorder dumps from every rank (TORCH_NCCL_TRACE_BUFFER_SIZE=2000, "
             "TORCH_NCCL_DUMP_ON_TIMEOUT=1)", [])
@@ -334,7 +341,7 @@ def teardown_rows(ev: pd.DataFrame) -> pd.DataFrame:
         for i, (name, artifact, attrs) in enumerate(zip(names, text_values(rows["artifact"]), rows["attrs"])):
             a = _attrs(attrs)
             text = str(a.get("text", ""))
-            if (name == "NCCLTimeoutBacktrace") != stacks_only or (name == "NCCLDumpSignal" and "timeout" not in text):
+            if (name in _FALLBACK_TEARDOWN) != stacks_only or (name == "NCCLDumpSignal" and "timeout" not in text):
                 continue
             key = (artifact, _int(a.get("rank")))
             if key in seen:

@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from typing import Callable, Iterator
 
 from ingest.parsers.logs.blocks import GENERIC_BREAK_HINT, break_hint
+from ingest.parsers.logs.c10d_aftermath import AFTERMATH_WORDS, timeout_aftermath
 from ingest.parsers.logs.cuda import CUDA_LINE_STARTS, CUDA_LINE_WORDS, classify_cuda_line, cuda_error_attrs
 from ingest.parsers.logs.gpu import GPU_LINE_STARTS, GPU_LINE_WORDS, classify_gpu_line
 from ingest.parsers.logs.host import HOST_WORDS, slow_callback
@@ -550,6 +551,11 @@ def _fatal(body: str) -> LineHit | None:
     return None
 
 
+def _aftermath(body: str) -> LineHit | None:
+    found = timeout_aftermath(body)
+    return LineHit(*found) if found else None
+
+
 def _host(body: str) -> LineHit | None:
     found = slow_callback(body)
     return LineHit(*found[:4], found[4]) if found else None  # type: ignore[misc]
@@ -581,6 +587,7 @@ _FAMILIES: tuple[tuple[Callable[[str], LineHit | None], Needs], ...] = (
     (_compile, Needs(("cudagraph", "supports dynamic shapes", "graph partitions", "partition ", "reason=",
                       "recompile", "cache_size_limit", "torch._dynamo.exc.", "<graph break in",
                       "torch_dynamo_resume_in_"))),
+    (_aftermath, Needs(AFTERMATH_WORDS)),  # before _facts: its "FlightRecorder is disabled" ends a failed-stack line
     (_facts, Needs(("loading model weights took", "capturing ", "capture cuda graph", "graph capturing finished",
                     "memory pool end", "died, exit code", "exits with return code", "failed (exitcode:",
                     "checkpoint at iteration", "--usecudagraph flag", "cuda graph capture on the stream",

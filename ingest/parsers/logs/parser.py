@@ -35,8 +35,9 @@ from ingest.parsers.logs.dynamo import DynamoReport, unsupported_from_frames
 from ingest.parsers.logs.host import ProfilerTable
 from ingest.parsers.logs.kv_budget import engine_limits, judge_blocks
 from ingest.parsers.logs.lines import LineHit, classify
-from ingest.parsers.logs.nccl import (API_SITES, MAX_WRAP_LINES, RETRYING, TRANSPORT_SITES, C10Backtrace, join_wrapped,
-                                       record_incomplete)
+from ingest.parsers.logs.c10d_aftermath import FRAME_ZERO, MAX_WRAP_LINES, continues, join
+from ingest.parsers.logs.c10d_aftermath import incomplete as record_incomplete
+from ingest.parsers.logs.nccl import API_SITES, RETRYING, TRANSPORT_SITES, C10Backtrace
 from ingest.parsers.logs.oom import TACTIC_SKIPPED, TRT_BUILD_FAILED, parse_oom
 from ingest.parsers.logs.prefix import split_line
 from ingest.parsers.logs.retried_oom import CALLER_TOLERATES, RETRY_NOTICE, HeldOOM
@@ -117,6 +118,7 @@ class LogParser:
         self.bfc_dump: list[Line] | None = None  # TF/XLA's BFC allocator dump (printed when an allocation failed)
         self.head: list[str] = []            # the first non-empty lines, to say what a structured file looked like
         self.profiler = ProfilerTable()      # a pasted torch.profiler key_averages table (logs.host)
+        self.held_stack: tuple[list[Line], LineHit] | None = None  # "Stack trace of the failed collective:", until its #0
 
     # --- reading ---------------------------------------------------------------------------
     def run(self, path: Path) -> None:
@@ -124,6 +126,7 @@ class LogParser:
             for no, raw in enumerate(f, 1):
                 self.feed(Line(no, self._decode(raw, no), None, 0))  # type: ignore[arg-type]
         self._release_net(retried=False)
+        self._release_stack("")
         self._flush_wrap()
         self._close_block()
         self._flush_wrap()
@@ -168,6 +171,9 @@ class LogParser:
         line.prefix, line.ts = p, self.last_ts
         if self.held_net is not None:
             self._release_net(retried=bool(RETRYING.search(p.body)))
+        if self.held_stack is not None:
+            frame = FRAME_ZERO.match(p.body)
+            self._release_stack(frame.group(1) if frame else "")
         fallback = RETRY_NOTICE.search(p.body) or CALLER_TOLERATES.search(p.body)
         if self.held_oom is not None and (fallback or self.held_oom.expired(line.no)):
             self._release_oom(p.body if fallback else "")
@@ -266,11 +272,12 @@ class LogParser:
         p = line.prefix
         same_rank = p.rank is None or p.rank == self.wrap[0].prefix.rank  # torch prefixes each printed line
         continuation = p.ts is None and not p.severity and same_rank and not p.origin and p.body.strip()
-        if not continuation:
+        joined = join(self.wrap[0].prefix.body, p.body) if continuation else ""
+        if not continuation or not continues(self.wrap[0].prefix.body, p.body, joined):
             self._flush_wrap()
             return False
         lines = self.wrap
-        lines[0].prefix.body = join_wrapped(lines[0].prefix.body, p.body)
+        lines[0].prefix.body = joined
         lines.append(line)
         if len(lines) >= MAX_WRAP_LINES or not record_incomplete(lines[0].prefix.body):
             self._flush_wrap()
@@ -331,6 +338,10 @@ class LogParser:
         if finding.name == "NCCLWatchdogTimeout":
             self.timeouts.append(self._row(lines, finding))
             return
+        if finding.name == "NCCLFailedCollectiveStack":
+            self._release_stack("")
+            self.held_stack = (lines, finding)  # its "#0 <op> from ..." frame follows
+            return
         if finding.kind == "oom" and finding.severity != "warning":
             self._release_oom()
             self.held_oom = HeldOOM(lines, finding)  # until the program says whether it retries
@@ -378,6 +389,14 @@ class LogParser:
         held, self.held_oom = self.held_oom, None
         if held is not None:
             self._emit(held.lines, held.retried(retry_notice) if retry_notice else held.finding)
+
+    def _release_stack(self, op: str) -> None:
+        held, self.held_stack = self.held_stack, None
+        if held is not None:
+            lines, finding = held
+            if op:
+                finding.attrs.update(op=op, said=f"{finding.attrs['said']}: {op}")
+            self._emit(lines, finding)
 
     def _release_net(self, retried: bool) -> None:
         if self.held_net is None:
