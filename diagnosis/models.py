@@ -13,6 +13,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime
 
+import msgspec
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models, transaction
@@ -310,7 +311,7 @@ class FindingRecord(models.Model):
             rule_version=int(f.rule_version or 1), title=f.title[:300], severity=f.severity,
             root_cause=f.root_cause, slo=f.slo or "", start_ts=f.start_ts, end_ts=f.end_ts,
             explanation=f.explanation, recommendations=list(f.recommendations), references=list(f.references),
-            evidence=[e.to_dict() for e in f.evidence], metrics=json_values(f.metrics),
+            evidence=msgspec.to_builtins(f.evidence), metrics=json_values(f.metrics),
             consequence_of=f.consequence_of or "", capture=f.capture.to_dict() if f.capture else {})
 
     def to_result(self) -> Finding:
@@ -319,7 +320,8 @@ class FindingRecord(models.Model):
             rule_version=self.rule_version, title=self.title, severity=self.severity, root_cause=self.root_cause,
             slo=self.slo or None, start_ts=self.start_ts or 0, end_ts=self.end_ts or 0,
             explanation=self.explanation, recommendations=tuple(self.recommendations),
-            references=tuple(self.references), evidence=tuple(Evidence.from_dict(e) for e in self.evidence),
+            references=tuple(self.references),
+            evidence=msgspec.convert(self.evidence, tuple[Evidence, ...], strict=False),
             metrics=self.metrics, consequence_of=self.consequence_of or None,
             capture=CapturePlan.from_dict(self.capture) if self.capture else None)
 

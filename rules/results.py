@@ -26,13 +26,6 @@ class Evidence(msgspec.Struct, frozen=True, kw_only=True):
     ts: Annotated[int, Meta(description="ns on the trace's common clock")] = 0
     text: str = ""
 
-    def to_dict(self) -> dict:
-        return msgspec.to_builtins(self)
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "Evidence":
-        return msgspec.convert(d, cls, strict=False)
-
 
 class Finding(msgspec.Struct, frozen=True, kw_only=True):
     """One firing of one rule, as the report lists it. `id`, `cluster` and `consequence_of` are
