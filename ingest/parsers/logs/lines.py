@@ -109,7 +109,13 @@ _RECOMPILE_ERROR = re.compile(r"(FailOnRecompileLimitHit|RecompileError|Recompil
                               r"(?:recompile_limit|cache_size_limit) reached with (?:fullgraph|one_graph)=True|"
                               r"Detected recompile when torch\.compile stance is 'fail_on_recompile'")
 # pytest prints the exception line behind "E   "
-_UNSUPPORTED = re.compile(r"^(?:E {1,8})?torch\._dynamo\.exc\.(Unsupported|UncapturedHigherOrderOpError): (.{0,500})")
+# torch <= 2.1 tracebacks (and loggers that print the class's bare name) say "Unsupported: <reason>": Dynamo's
+# own by the reasons its unimplemented() gives, which no other tool's "Unsupported:" starts with
+_UNSUPPORTED = re.compile(r"^(?:E {1,8})?(?:torch\._dynamo\.exc\.(Unsupported|UncapturedHigherOrderOpError)|"
+                          r"(Unsupported)(?=: (?:inline in skipfiles|call_function|call_method|generic_jump|"
+                          r"dynamic shape operator|data dependent operator|torch\.\* op returned non-Tensor|"
+                          r"builtin: |reconstruct: |missing: |Tensor\.(?:item|tolist|numpy)|skip function|"
+                          r"hasattr|setattr|comparison |call_id|UserDefinedObjectVariable|.{0,80}Variable\())): (.{0,500})")
 
 # --- Megatron / nccl-tests tables ------------------------------------------------------------
 _ITERATION = re.compile(r"^\s*iteration\s+(\d+)/\s*(\d+) \|")
@@ -430,10 +436,11 @@ def _dynamo(body: str) -> LineHit | None:
     if m:
         return LineHit("error", "DynamoRecompileError", {"reason": body.strip()[:300],
                                                          "summary": f"compilation stopped: {body.strip()[:200]}"}, "error")
-    m = _UNSUPPORTED.match(body.strip())
+    m = _UNSUPPORTED.match(body.strip()) if "nsupported" in body or "UncapturedHigherOrderOpError" in body else None
     if m:
-        reason = m.group(2).strip()
-        return LineHit("error", "DynamoUnsupported", {"exception": m.group(1), "reason": reason, "hint": break_hint(reason),
+        reason = m.group(3).strip()
+        return LineHit("error", "DynamoUnsupported", {"exception": m.group(1) or m.group(2), "reason": reason,
+                                                      "hint": break_hint(reason),
                                                       "summary": f"fullgraph compile stopped at: {reason}"}, "error")
     m = _RESUME.search(body)
     if m:
@@ -585,7 +592,7 @@ _FAMILIES: tuple[tuple[Callable[[str], LineHit | None], Needs], ...] = (
     (_capture_forbidden, Needs(("aptur",))),
     (_cuda_error, _CUDA_NEEDS),
     (_compile, Needs(("cudagraph", "supports dynamic shapes", "graph partitions", "partition ", "reason=",
-                      "recompile", "cache_size_limit", "torch._dynamo.exc.", "<graph break in",
+                      "recompile", "cache_size_limit", "torch._dynamo.exc.", "<graph break in", "unsupported: ",
                       "torch_dynamo_resume_in_"))),
     (_aftermath, Needs(AFTERMATH_WORDS)),  # before _facts: its "FlightRecorder is disabled" ends a failed-stack line
     (_facts, Needs(("loading model weights took", "capturing ", "capture cuda graph", "graph capturing finished",

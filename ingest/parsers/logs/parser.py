@@ -95,6 +95,10 @@ def parse(path: Path, sink: EventSink, report: ParseReport, year: int | None = N
     LogParser(sink, report, hint.year, hint.source).run(path)
 
 
+_NCCL_THREAD = re.compile(r"\s*([\w.-]{1,120}):(\d{1,10}):(\d{1,10}) \[\d{1,4}\] ")
+NCCL_IN_PROGRESS = 7  # ncclInProgress: a non-blocking communicator's call still running, not a failure
+
+
 class LogParser:
     def __init__(self, sink: EventSink, report: ParseReport, year: int, year_source: str = ""):
         self.sink, self.report, self.year, self.year_source = sink, report, year, year_source
@@ -113,6 +117,7 @@ class LogParser:
         self.held_net: tuple[list[Line], LineHit] | None = None  # a socket failure, until the next line
         self.held_oom: HeldOOM | None = None  # an OOM, until the program says it retries (logs.retried_oom)
         self.chains: dict[tuple, dict] = {}  # (host, pid, tid) -> NCCL "file.cc:N -> code" chain followed
+        self.nccl_warns: dict[tuple, str] = {}  # (host, pid, tid) -> that thread's last NCCL WARN, cut
         self.ooms = 0                        # OOM events emitted
         self.kv_limits: tuple | None = None  # vLLM's (max_seq_len, block_size), to judge its KV blocks line
         self.bfc_dump: list[Line] | None = None  # TF/XLA's BFC allocator dump (printed when an allocation failed)
@@ -305,6 +310,12 @@ class LogParser:
         if wrapped is None and self.wrap and self._continue_wrap(line):
             return
         body = line.prefix.body
+        if (warn := body.find("NCCL WARN ")) >= 0:
+            # NCCL writes a WARN's site before its level ("h:1:2 [0] init.cc:943 NCCL WARN ..."): the
+            # prefix reader keeps such a line whole, so its thread is read here
+            p, m = line.prefix, _NCCL_THREAD.match(body)
+            key = (m.group(1), int(m.group(2)), int(m.group(3))) if m else (p.host, p.pid, p.tid)
+            self.nccl_warns[key] = body[warn + 10:warn + 310].strip()
         if wrapped is None and record_incomplete(body):
             self.wrap = [line]
             return
@@ -414,15 +425,27 @@ class LogParser:
         key = (p.host, p.pid, p.tid)
         site, code = a["site"].rsplit(":", 1)[0], a["result_code"]
         chain = self.chains.get(key)
+        if chain is not None and chain["done"] and chain["code"] == code and not TRANSPORT_SITES.search(site):
+            return finding  # the rest of a failed call's trace, reported at its first API site
         if chain is None or chain["code"] != code or chain["done"]:
-            if not code or not TRANSPORT_SITES.search(site):
+            if not code or code == NCCL_IN_PROGRESS:
                 self.chains.pop(key, None)
                 return finding
             self.chains[key] = chain = {"origin": a["site"], "code": code, "done": False}
-        if not API_SITES.search(site) or not TRANSPORT_SITES.search(chain["origin"].rsplit(":", 1)[0]):
+        if not API_SITES.search(site):
             return finding
         chain["done"] = True
         origin = chain["origin"]
+        if not TRANSPORT_SITES.search(origin.rsplit(":", 1)[0]):
+            # raised elsewhere in NCCL (init's checks, the group, an argument): the call failed all the
+            # same; the thread's last WARN says why ("Duplicate GPU detected : rank 2 and rank 0 ...")
+            warn = self.nccl_warns.get(key, "")
+            result = a["result"] or f"error {code}"
+            return LineHit("error", "NCCLCallFailed", {
+                "nccl_error": a["result"], "result_code": code, "origin": origin, "reached": a["site"],
+                "message": f"{warn} ({result})" if warn else f"{result} raised in {origin}, returned to {a['site']}",
+                "detail": f"{result} raised in {origin} and returned to {a['site']} (NCCL's own trace of the failed "
+                          "call)" + (f"; its warning: {warn}" if warn else "")}, "error")
         transport = "IB" if re.search(r"net_ib|ibvwrap|ib_plugin", origin) else "socket" if "socket" in origin else (
             "bootstrap" if "bootstrap" in origin else "")
         return LineHit("error", "NCCLNetworkError", {
