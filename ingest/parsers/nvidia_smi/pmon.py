@@ -37,13 +37,17 @@ def sniff(head: bytes, name: str) -> bool:
 def parse(path, sink: EventSink, report: ParseReport) -> None:
     table = MonitorRows(lambda words: "gpu" in words and "pid" in words, command_last=True,
                         before_header="row before a '# gpu pid ...' header")
-    processes = 0
+    processes = blank = 0
     for loc, ts, row in table.read(path, report):
         pid = clamp_int(row.get("pid"))
         if pid < 0:
             continue  # "-": no process on this GPU in this interval
         processes += 1
-        _emit_row(sink, report, ts, row, table.names, table.units, pid, loc)
+        blank += not _emit_row(sink, report, ts, row, table.names, table.units, pid, loc)
+    if blank:
+        report.warn(f"{blank:,} of {processes:,} process rows give '-' for every figure (nvidia-smi has no "
+                    "per-process counters for MIG instances or Windows WDDM processes): each is kept as a "
+                    "proc.present marker, the process and GPU without figures")
     if not table.clock.rows:
         raise ParseError(str(path), "line 1", "nvidia-smi pmon rows under a '# gpu pid type ...' header")
     report.meta["processes_seen"] = processes
@@ -51,9 +55,16 @@ def parse(path, sink: EventSink, report: ParseReport) -> None:
 
 
 def _emit_row(sink: EventSink, report: ParseReport, ts: int, row: dict, names: list[str],
-              units: list[str], pid: int, loc: str) -> None:
+              units: list[str], pid: int, loc: str) -> bool:
+    """The row's figures as samples; a row with none (every figure "-") as one marker that the process
+    ran on that GPU then. False for such a row."""
     device = device_index(row.get("gpu"))
     attrs = {"process": row.get("command", "").strip(), "type": row.get("type", "")}
+    emitted = False
     for _, name, unit, value in figures(row, names, units, COLUMNS, report):
         sink.emit(ts=ts, kind="sample", name=name, unit=unit, value=value, device=device, pid=pid,
                   loc=loc, attrs=attrs)
+        emitted = True
+    if not emitted:
+        sink.emit(ts=ts, kind="marker", name="proc.present", device=device, pid=pid, loc=loc, attrs=attrs)
+    return emitted

@@ -82,7 +82,10 @@ def _kind(head: bytes) -> str | None:
         return None  # a log that pastes nvidia-smi output: the log parser keeps both
     if b"==NVSMI LOG==" in head[:2048]:
         return "q"
-    if b"NVIDIA-SMI " in head[:4096] and b"Driver Version:" in head[:4096] and b"+---" in head[:4096]:
+    # the banner names the driver "Driver Version:", or "KMD Version:" beside "CUDA UMD Version:" (driver 580+
+    # on Windows and in newer releases)
+    if b"NVIDIA-SMI " in head[:4096] and (b"Driver Version:" in head[:4096] or b"KMD Version:" in head[:4096]) \
+            and b"+---" in head[:4096]:
         return "table" if _only_table(head) else None
     text = _ANSI.sub("", head[:4096].decode("utf-8", "replace"))
     first = text.strip().split("\n", 1)[0]

@@ -9,7 +9,7 @@ is the key without the unit ("futex_wait"), kind `sync` for futex/lock/mutex wai
 
 Histograms ("@name[key]:" then "[lo, hi)  count |@@@|" lines) become one `sample` row per
 map: value = total count, attrs.buckets = [{lo, hi, count}]; scalar maps ("@name[key]: 12")
-one `sample` row each. bpftrace's own messages (Attaching N probes, ERROR: ...) are `log` rows.
+one `sample` row each. bpftrace's own messages (Attaching / Attached N probes, ERROR: ...) are `log` rows.
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ SOURCE = "perf"
 _EVENT = re2.compile(r"^(?P<ts>\d{6,19})\s+(?P<fields>\S+=\S+(?:\s+\S+=\S+)*)\s*$")
 _MAP = re2.compile(r"^@(?P<name>\w*)(?:\[(?P<key>.*)\])?:\s*(?P<value>-?\d+)?\s*$")
 _BUCKET = re2.compile(r"^\[(?P<lo>-?[\d.]+[KMGTP]?)(?:,\s*(?P<hi>-?[\d.]+[KMGTP]?)\)|\])\s+(?P<count>\d+)\s*\|")
-_TOOL = re2.compile(r"^(Attaching \d+ probes?|ERROR:|WARNING:|Lost \d+ events)")
+_TOOL = re2.compile(r"^(Attach(?:ing|ed) \d+ probes?|ERROR:|WARNING:|Lost \d+ events)")  # newer bpftrace says "Attached"
 UNITS = {"_ns": 1, "_us": 1_000, "_ms": 1_000_000, "_s": 1_000_000_000}
 SUFFIX = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40, "P": 2**50}
 SYNC_WORDS = ("futex", "lock", "mutex", "sem", "wait")

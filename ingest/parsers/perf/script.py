@@ -23,6 +23,9 @@ _HEADER = re2.compile(
     r"^(?P<comm>\S.*?)\s+(?P<pid>-?\d+)(?:/(?P<tid>-?\d+))?\s+(?:\[(?P<cpu>\d+)\]\s+)?"
     r"(?:(?P<time>\d+\.\d+):\s+)?(?:(?P<period>\d+)\s+)?(?P<event>[A-Za-z_][\w.\-:]*):(?:\s+(?P<rest>.*))?$")
 _FRAME = re2.compile(r"^\s+(?P<addr>[0-9a-fA-F]+)\s+(?P<sym>.*?)(?:\s+\((?P<dso>[^()]*)\))?$")
+# a frame whose indent was lost (pasted, or re-saved by a tool): the address, the symbol and, to tell it
+# from a log line, the (dso) it came from
+_BARE_FRAME = re2.compile(r"^(?P<addr>[0-9a-fA-F]{6,16}) (?P<sym>.*?) \((?P<dso>[^()]*)\)$")
 _OFFSET = re2.compile(r"\+0x[0-9a-fA-F]+$")
 _REFERENCE = re2.compile(r"reference time:.*?=\s*(?P<tod>\d+\.\d+)\s*\(TOD\)\s*=\s*(?P<clock>\d+\.\d+)\s*\((?P<name>[^)]*)\)")
 # a sample's own instruction address (user space 7f..., kernel ffffffff...): a few hex digits then a
@@ -39,7 +42,7 @@ def sniff(head: bytes, name: str) -> bool:
     lines = [l for l in text.splitlines() if l.strip() and not l.startswith("#")][:40]
     if len(lines) < 2 or not _HEADER.match(lines[0]):
         return False
-    frames = sum(1 for l in lines if l[0] in " \t" and _FRAME.match(l) and " " in l.strip())
+    frames = sum(1 for l in lines if (l[0] in " \t" and _FRAME.match(l) and " " in l.strip()) or _BARE_FRAME.match(l))
     inline = sum(1 for l in lines if (m := _HEADER.match(l)) and _INLINE_ADDRESS.match(m["rest"] or ""))
     # at least one frame or address line: two log lines alone (a header-like line and its wrap) are not a sample
     return frames >= max(1, len(lines) // 3) or inline >= max(1, len(lines) // 2)
@@ -61,6 +64,9 @@ def parse(path, sink: EventSink, report: ParseReport) -> None:
                 sample["frames"].append((_OFFSET.sub("", frame["sym"]) or "[unknown]", frame["dso"] or ""))
             elif sample is not None:
                 report.skipped["unreadable stack frame"] += 1
+            continue
+        if sample is not None and (frame := _BARE_FRAME.match(line)):
+            sample["frames"].append((_OFFSET.sub("", frame["sym"]) or "[unknown]", frame["dso"] or ""))
             continue
         m = _HEADER.match(line)
         if sample is not None:
