@@ -48,7 +48,7 @@ class _Unusable(Exception):
 def cmd_diff(args) -> int:
     # the engine (pandas, pyarrow: ~1 s of imports) only when a diff runs, as for `diagnose`
     from diagnosis.diff import compare
-    from diagnosis.diff_render import RENDERERS
+    from diagnosis.diff.render import RENDERERS
     from ingest.events import ParseError
     from rules.loader import RuleError, load_rule_dirs
 

@@ -1,6 +1,6 @@
 """Figures of one trace for `tracedoc diff`: GPU busy share, time to first token and the kernels
 that took the most GPU time. They need the event table; the report stores the first two
-(`headline_slis`, the report's `slis`), so a stored report gives them too (diagnosis.stored_diff);
+(`headline_slis`, the report's `slis`), so a stored report gives them too (diagnosis.diff.stored);
 the kernel table of a stored report comes from its breakdowns. A figure a trace cannot give is None.
 """
 from __future__ import annotations

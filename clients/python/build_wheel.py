@@ -28,8 +28,8 @@ MODULES = (
     "cli/output.py",
     "agent/__init__.py", "agent/multipart.py",
     "rules/__init__.py", "rules/severity.py", "rules/results.py", "rules/capture_plans.py", "rules/quantities.py",
-    "diagnosis/__init__.py", "diagnosis/results.py", "diagnosis/render.py", "diagnosis/render_options.py",
-    "diagnosis/render_junit.py", "diagnosis/render_sarif.py", "diagnosis/render_markdown.py",
+    "diagnosis/__init__.py", "diagnosis/results.py", "diagnosis/render/__init__.py", "diagnosis/render/options.py",
+    "diagnosis/render/junit.py", "diagnosis/render/sarif.py", "diagnosis/render/markdown.py",
 )
 PACKAGES = ("cli", "agent", "rules", "diagnosis")
 

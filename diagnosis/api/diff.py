@@ -10,7 +10,7 @@ from rest_framework.generics import get_object_or_404
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from diagnosis.stored_diff import compare_stored
+from diagnosis.diff.stored import compare_stored
 from ingest.api.problems import trace_not_done
 from problems import ProblemSerializer
 from ingest.models import Trace

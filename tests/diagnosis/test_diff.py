@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from diagnosis.diff import compare
-from diagnosis.diff_render import RENDERERS
+from diagnosis.diff.render import RENDERERS
 from diagnosis.trace_figures import KernelTime, TraceFigures
 from tests.corpus import ROOT
 

@@ -5,7 +5,7 @@ import pytest
 
 from diagnosis import scenarios
 from diagnosis.results import Report
-from diagnosis.stored_diff import compare_stored
+from diagnosis.diff.stored import compare_stored
 from diagnosis.trace_figures import measure
 from tests.corpus import corpus
 

@@ -7,7 +7,7 @@ import re
 import pytest
 
 from diagnosis import scenarios
-from diagnosis.telemetry_chart import GAP, PAD_B, PAD_L, PAD_R, PAD_T, PANEL_H, TITLE_H, chart, thin
+from diagnosis.charts.telemetry import GAP, PAD_B, PAD_L, PAD_R, PAD_T, PANEL_H, TITLE_H, chart, thin
 from ingest.models import Trace
 from rules.results import Finding
 from tests.corpus import corpus

@@ -4,8 +4,8 @@ and on the corpus's big trace, whose thread lanes become one lane per depth."""
 import numpy as np
 
 from diagnosis.pipeline import run
-from diagnosis.timeline_export import chrome_trace
-from diagnosis.timeline_index import MAX_DEPTH, build_index, nesting_depth
+from diagnosis.timeline.export import chrome_trace
+from diagnosis.timeline.index import MAX_DEPTH, build_index, nesting_depth
 from tests.corpus import corpus
 
 

@@ -12,7 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from diagnosis.timeline_index import CURVE, TimelineIndex
+from diagnosis.timeline.index import CURVE, TimelineIndex
 
 MAX_QUERY_CHARS = 200
 DEFAULT_LIMIT = 50

@@ -5,7 +5,7 @@ host -> device -> stream, host calls per host -> process -> thread -> call depth
 chart: a CPU op sits one lane below the op it runs inside), log lines per file, one curve per
 telemetry metric, per-step latency, and finding / SLO-violation bands. Each lane's
 rows are kept sorted by start time with a running maximum of their end times, so any view
-(`diagnosis.timeline_view`) finds the rows it overlaps with two binary searches instead of a
+(`diagnosis.timeline.view`) finds the rows it overlaps with two binary searches instead of a
 scan of the whole trace.
 """
 from __future__ import annotations

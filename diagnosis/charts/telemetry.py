@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from itertools import groupby
 
-from diagnosis.latency_chart import Tick, nice_step
+from diagnosis.charts.latency import Tick, nice_step
 from rules.results import Finding
 from rules.severity import RANK
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from xml.etree import ElementTree as ET
 
-from diagnosis.render_options import RenderOptions
+from diagnosis.render.options import RenderOptions
 from diagnosis.results import Cluster, Report
 from rules.results import Finding
 from rules.severity import at_least

@@ -5,10 +5,10 @@ from __future__ import annotations
 import datetime as dt
 import json
 
-from diagnosis.render_junit import to_junit
-from diagnosis.render_markdown import to_markdown
-from diagnosis.render_options import RenderOptions
-from diagnosis.render_sarif import to_sarif
+from diagnosis.render.junit import to_junit
+from diagnosis.render.markdown import to_markdown
+from diagnosis.render.options import RenderOptions
+from diagnosis.render.sarif import to_sarif
 from diagnosis.results import Report
 from rules.capture_plans import CapturePlan
 

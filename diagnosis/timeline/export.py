@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from diagnosis.timeline_index import BANDS, CURVE, TimelineIndex
+from diagnosis.timeline.index import BANDS, CURVE, TimelineIndex
 
 MAX_EXPORT_EVENTS = 500_000
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Sequence
 
-from diagnosis.latency_chart import nice_step
+from diagnosis.charts.latency import nice_step
 from rules.results import Finding
 
 LABEL_W = 230          # left column for lane names

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow.compute as pc
 
-from diagnosis.timeline_index import CURVE, TimelineIndex
+from diagnosis.timeline.index import CURVE, TimelineIndex
 
 DEFAULT_MAX_ITEMS = 2000
 MAX_ITEMS_LIMIT = 20_000

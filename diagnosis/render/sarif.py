@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import re
 
-from diagnosis.render_options import SARIF_LEVEL, RenderOptions
+from diagnosis.render.options import SARIF_LEVEL, RenderOptions
 from diagnosis.results import Report
 from rules.results import Evidence, Finding
 

@@ -2,7 +2,7 @@
 a table of root-cause clusters, SLO violations, and the link to the full report."""
 from __future__ import annotations
 
-from diagnosis.render_options import RenderOptions
+from diagnosis.render.options import RenderOptions
 from diagnosis.results import Report
 from rules.severity import MOST_SEVERE_FIRST, at_least
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from diagnosis.timeline_index import BANDS, CURVE, TimelineIndex
+from diagnosis.timeline.index import BANDS, CURVE, TimelineIndex
 
 TOP_NAMES = 10
 
