@@ -50,7 +50,7 @@ import pyarrow.compute as pc
 from ingest.clock import Clock
 from ingest.clock_evidence import (SHARED_EVENT_TOLERANCE_NS, SharedCollective, Span, range_bounds, shared_collectives,
                                    time_range)
-from ingest.events import INT64_MAX, ParseError
+from ingest.events import INT64_MAX, ParseError, describe, excerpt, json_error_got
 
 DAY_NS = 86_400 * 10**9
 YEAR_NS = 31_556_952 * 10**9  # the mean Gregorian year, for saying how far a file moved
@@ -74,17 +74,20 @@ def read_clock_offsets(path: Path | str, name: str) -> dict[str, int]:
     """Parse tracedoc-clock.json; a malformed file is a ParseError naming the key."""
     data = Path(path).read_bytes()[:MAX_CLOCK_FILE + 1]
     if len(data) > MAX_CLOCK_FILE:
-        raise ParseError(name, "byte 0", f"a clock file of at most {MAX_CLOCK_FILE:,} bytes")
+        raise ParseError(name, "byte 0", f"a clock file of at most {MAX_CLOCK_FILE:,} bytes", got="a larger file")
     try:
         doc = orjson.loads(data)
     except orjson.JSONDecodeError as e:
-        raise ParseError(name, f"line {e.lineno}, column {e.colno}", f"valid JSON ({e.msg})") from None
+        raise ParseError(name, f"line {e.lineno}, column {e.colno}", "valid JSON",
+                         got=json_error_got(data, e.pos, e.msg)) from None
     offsets = doc.get("offsets_ns") if isinstance(doc, dict) else None
     if not isinstance(offsets, dict):
-        raise ParseError(name, "offsets_ns", 'an object {"offsets_ns": {"artifact name": integer ns}}')
+        got = f"offsets_ns as {describe(offsets)}" if isinstance(doc, dict) and "offsets_ns" in doc else describe(doc)
+        raise ParseError(name, "offsets_ns", 'an object {"offsets_ns": {"artifact name": integer ns}}', got=got)
     for key, value in offsets.items():
         if not isinstance(value, int) or isinstance(value, bool) or abs(value) >= 2**63:
-            raise ParseError(name, f"offsets_ns[{key!r}]", "an integer number of nanoseconds")
+            raise ParseError(name, f"offsets_ns[{excerpt(key)}]", "an integer number of nanoseconds",
+                             got=describe(value))
     return dict(offsets)
 
 

@@ -32,7 +32,7 @@ from pathlib import Path, PurePosixPath
 from typing import Iterable, Iterator
 
 from ingest.align import read_clock_offsets
-from ingest.events import ParseError
+from ingest.events import ParseError, excerpt
 from ingest.io import GZIP_MAGIC, DecompressionBound, env_int
 
 log = logging.getLogger(__name__)
@@ -93,12 +93,13 @@ class _Budget:
     def _refuse(self, archive: str, where: str, written: int) -> None:
         """ParseError when `written` more bytes would pass a bound."""
         if self.bytes + written > self.max_bytes:
-            raise ParseError(archive, where, f"at most {self.max_bytes:,} decompressed bytes "
-                             "in one trace (possible decompression bomb)")
+            raise ParseError(archive, where, f"at most {self.max_bytes:,} decompressed bytes in one trace",
+                             got=f"{self.bytes + written:,} bytes (possible decompression bomb)")
         if self.archive_bytes + written > self.archive_allowed:
             raise ParseError(archive, where, f"at most {self.archive_allowed:,} decompressed "
                              f"bytes from this archive ({self.ratio.ratio}:1 its size, "
-                             "TRACEDOC_MAX_DECOMPRESSION_RATIO; possible decompression bomb)")
+                             "TRACEDOC_MAX_DECOMPRESSION_RATIO)",
+                             got=f"{self.archive_bytes + written:,} bytes (possible decompression bomb)")
 
     def declare(self, archive: str, where: str, size: int) -> None:
         """Refuse before writing when the declared uncompressed size already breaks a bound
@@ -112,13 +113,15 @@ class _Budget:
     def count(self, archive: str, member: str) -> None:
         self.members += 1
         if self.members > self.max_members:
-            raise ParseError(archive, f"member {member!r}", f"at most {self.max_members:,} files in one trace")
+            raise ParseError(archive, f"member {excerpt(member, 100)}",
+                             f"at most {self.max_members:,} files in one trace",
+                             got="more")
 
     def write(self, src, dest: Path, archive: str, member: str) -> None:
         dest.parent.mkdir(parents=True, exist_ok=True)
         with open(dest, "wb") as out:
             while chunk := src.read(_CHUNK):
-                self._refuse(archive, f"member {member!r}", len(chunk))
+                self._refuse(archive, f"member {excerpt(member, 100)}", len(chunk))
                 self.bytes += len(chunk)
                 self.archive_bytes += len(chunk)
                 out.write(chunk)
@@ -149,7 +152,7 @@ def _is_tar_header(block: bytes) -> bool:
 
 def _expand_one(path: Path, dest: Path, members: Members, budget: _Budget) -> None:
     if not path.exists():
-        raise ParseError(str(path), "", "an existing file or folder")
+        raise ParseError(str(path), "", "an existing file or folder", got="nothing at this path")
     if path.is_dir():
         _expand_dir(path, dest, members, budget)
         return
@@ -189,8 +192,8 @@ def _safe_name(archive: str, raw: str) -> str | None:
     name = raw.replace("\\", "/")
     pure = PurePosixPath(name)
     if name.startswith("/") or (len(name) > 1 and name[1] == ":") or ".." in pure.parts:
-        raise ParseError(archive, f"member {raw!r}", "member paths inside the archive "
-                         "(this one escapes it: absolute or '..'); the archive was not extracted")
+        raise ParseError(archive, f"member {excerpt(raw, 100)}", "member paths inside the archive",
+                         got="one that escapes it (absolute or '..'); the archive was not extracted")
     parts = [p for p in pure.parts if p not in ("", ".")]
     if not parts or any(p.startswith(".") or p == "__MACOSX" for p in parts):
         return None
@@ -212,14 +215,15 @@ def _expand_tar(path: Path, label: str, dest: Path, members: Members, budget: _B
                     what = "link" if (info.issym() or info.islnk()) else "device or special file"
                     _warn(members, f"{label}: member {info.name!r} is a {what}; skipped")
                     continue
-                budget.declare(label, f"member {info.name!r} (declared size)", info.size)
+                budget.declare(label, f"member {excerpt(info.name, 100)} (declared size)", info.size)
                 src = tar.extractfile(info)
                 target = dest / name
                 budget.write(src, target, label, info.name)
                 _add_extracted(members, label, prefix + name, target)
     except (tarfile.TarError, EOFError, OSError, gzip.BadGzipFile) as e:
-        where = f"after member {last!r}" if last else "first member"
-        raise ParseError(label, where, f"a complete, readable tar archive (truncated or damaged: {e})") from None
+        where = f"after member {excerpt(last, 100)}" if last else "first member"
+        raise ParseError(label, where, "a complete, readable tar archive",
+                         got=f"a truncated or damaged one ({e})") from None
 
 
 def _expand_zip(path: Path, label: str, dest: Path, members: Members, budget: _Budget, prefix: str = "") -> None:
@@ -230,7 +234,7 @@ def _expand_zip(path: Path, label: str, dest: Path, members: Members, budget: _B
             if infos:  # the whole directory's declared total, before the first byte is written
                 largest = max(infos, key=lambda i: i.file_size)
                 budget.declare(label, f"zip directory ({len(infos)} members declared, the largest "
-                               f"{largest.filename!r})", sum(i.file_size for i in infos))
+                               f"{excerpt(largest.filename, 100)})", sum(i.file_size for i in infos))
             for info in infos:
                 budget.count(label, info.filename)
                 name = _safe_name(label, info.filename)
@@ -241,15 +245,17 @@ def _expand_zip(path: Path, label: str, dest: Path, members: Members, budget: _B
                     _warn(members, f"{label}: member {info.filename!r} is a link or special file; skipped")
                     continue
                 if info.flag_bits & 0x1:
-                    raise ParseError(label, f"member {info.filename!r}", "unencrypted members (this one is encrypted)")
+                    raise ParseError(label, f"member {excerpt(info.filename, 100)}", "unencrypted members",
+                                     got="an encrypted one")
                 target = dest / name
                 with zf.open(info) as src:
                     budget.write(src, target, label, info.filename)
                 _add_extracted(members, label, prefix + name, target)
     except zipfile.BadZipFile as e:
-        raise ParseError(label, "zip directory", f"a readable zip archive ({e})") from None
+        raise ParseError(label, "zip directory", "a readable zip archive", got=f"a damaged one ({e})") from None
     except (EOFError, OSError, NotImplementedError) as e:
-        raise ParseError(label, "zip member", f"a complete zip archive with supported compression ({e})") from None
+        raise ParseError(label, "zip member", "a complete zip archive with supported compression",
+                         got=f"{type(e).__name__}: {e}") from None
 
 
 def _add_extracted(members: Members, label: str, name: str, target: Path) -> None:

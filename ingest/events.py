@@ -105,6 +105,14 @@ def excerpt(data: bytes | str, limit: int = 40) -> str:
     return f"{head!r}{more}" if head else "nothing (empty)"
 
 
+def json_error_got(data: bytes | str, pos: int, msg: str) -> str:
+    """A refusal's 'got' for a JSON syntax error at `pos`: the text there (bounded) and the
+    decoder's reason, or the end of the data when the text stops short."""
+    if pos >= len(data):
+        return f"the end of the data ({msg})"
+    return f"{excerpt(data[pos:pos + 21], 20)} ({msg})"
+
+
 def describe(value: Any) -> str:
     """What a decoded document or field is, for a refusal's 'got': its kind and a bounded
     excerpt (a few keys of an object, the length of a list), never the whole value."""

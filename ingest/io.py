@@ -13,7 +13,7 @@ from typing import Callable, Iterator
 
 import orjson
 
-from ingest.events import ParseError
+from ingest.events import ParseError, excerpt, json_error_got
 
 try:
     # zlib-ng's port of the standard library's gzip reader: the same stream and errors, faster
@@ -71,18 +71,19 @@ class DecompressionBound:
             raise ParseError(path, f"decompressed line {lines:,} (compressed byte {compressed:,})",
                              f"at most {self.line_ratio} lines per compressed byte past the first "
                              f"{self.line_floor:,} lines (TRACEDOC_MAX_LINES_PER_COMPRESSED_BYTE, "
-                             "TRACEDOC_DECOMPRESSION_FLOOR_LINES; a gzip of tiny lines costs per line: "
-                             "possible decompression bomb)")
+                             "TRACEDOC_DECOMPRESSION_FLOOR_LINES; a gzip of tiny lines costs per line)",
+                             got=f"{lines:,} lines from {compressed:,} compressed bytes (possible decompression bomb)")
 
     def check(self, path: str, decompressed: int, compressed: int) -> None:
         if decompressed > self.cap:
             raise ParseError(path, f"decompressed byte {self.cap:,}",
-                             f"at most {self.cap:,} decompressed bytes for this file "
-                             "(possible decompression bomb)")
+                             f"at most {self.cap:,} decompressed bytes for this file",
+                             got=f"more from {compressed:,} compressed bytes (possible decompression bomb)")
         if decompressed > self.floor and decompressed > self.ratio * compressed:
             raise ParseError(path, f"decompressed byte {decompressed:,} (compressed byte {compressed:,})",
                              f"at most {self.ratio}:1 decompression past the first {self.floor:,} bytes "
-                             "(TRACEDOC_MAX_DECOMPRESSION_RATIO; possible decompression bomb)")
+                             "(TRACEDOC_MAX_DECOMPRESSION_RATIO)",
+                             got=f"{decompressed / max(compressed, 1):,.0f}:1 (possible decompression bomb)")
 
 
 def env_int(name: str, default: int) -> int:
@@ -209,19 +210,45 @@ def read_head(path: Path | str, n: int = HEAD_BYTES) -> bytes:
     make sense of half a file (larger files are checked by their parser as it streams)."""
     path = Path(path)
     truncated = ParseError(path.name, f"compressed byte {path.stat().st_size:,}",
-                           "a complete gzip stream; it ends early (the file is truncated)")
+                           "a complete gzip stream", got="a stream that ends early (the file is truncated)")
     try:
         with open_bytes(path) as f:
             head = f.read(n)
     except EOFError:
         raise truncated from None
     except _ZLIB_ERRORS as e:  # corrupt deflate data in the head (was reported as a tracedoc bug)
-        raise ParseError(path.name, "compressed byte 0", f"a readable gzip stream ({e})") from None
+        raise ParseError(path.name, "compressed byte 0", "a readable gzip stream", got=f"damaged data ({e})") from None
     except OSError:
         return b""
     if len(head) < n and is_gzip(path) and not _gzip_complete(path):
         raise truncated
     return head
+
+
+def first_line(path: Path | str) -> str:
+    """What a refused text file starts with, for a refusal's 'got': its first non-blank line
+    (a bounded excerpt, line numbered), or that it is empty, blank or binary. Reads at most
+    4 KiB of content, so its cost does not depend on the file's length."""
+    try:
+        head = read_head(path, 4096)
+    except ParseError:
+        return "a truncated gzip stream"
+    if not head:
+        return "an empty file"
+    if b"\0" in head:
+        return f"binary data {excerpt(head, 16)}"
+    for number, line in enumerate(head.splitlines()[:200], 1):
+        if line.strip():
+            try:
+                return f"line {number}: {excerpt(line.decode())}"
+            except UnicodeDecodeError:
+                return f"line {number}: {excerpt(line, 16)} (not UTF-8)"
+    return "only blank lines"
+
+
+def no_line_matched(path: Path | str) -> str:
+    """A refusal's 'got' for a line format no line of the file matched."""
+    return f"no such line ({first_line(path)})"
 
 
 def _gzip_complete(path: Path) -> bool:
@@ -240,18 +267,20 @@ def read_all(path: Path | str, limit: int | None = None) -> bytes:
     path = Path(path)
     cap = DecompressionBound.from_env(limit).cap
     if not is_gzip(path) and path.stat().st_size > cap:  # gzip: BoundedReader counts
-        raise ParseError(str(path), f"byte {cap:,}", f"a file of at most {cap:,} bytes")
+        raise ParseError(str(path), f"byte {cap:,}", f"a file of at most {cap:,} bytes",
+                         got=f"{path.stat().st_size:,} bytes")
     try:
         with open_bytes(path, limit) as f:
             return f.read()
     except EOFError as e:
-        raise ParseError(str(path), "end of file", "a complete gzip stream (the file is truncated)") from e
+        raise ParseError(str(path), "end of file", "a complete gzip stream",
+                         got="a stream that ends early (the file is truncated)") from e
     except gzip.BadGzipFile as e:
-        raise ParseError(str(path), "gzip header", f"a valid gzip stream ({e})") from e
+        raise ParseError(str(path), "gzip header", "a valid gzip stream", got=f"a bad header ({e})") from e
     except ParseError:
         raise
     except Exception as e:  # zlib.error and friends
-        raise ParseError(str(path), "gzip stream", f"a readable gzip stream ({e})") from e
+        raise ParseError(str(path), "gzip stream", "a readable gzip stream", got=f"damaged data ({e})") from e
 
 
 def decode_json(data: bytes, path: Path | str, expected: str = "complete JSON", hint: str = ""):
@@ -259,5 +288,5 @@ def decode_json(data: bytes, path: Path | str, expected: str = "complete JSON", 
     try:
         return orjson.loads(data)
     except orjson.JSONDecodeError as e:
-        raise ParseError(str(path), f"byte {e.pos} (line {e.lineno}, column {e.colno})",
-                         f"{expected} ({e.msg}){hint}") from None
+        raise ParseError(str(path), f"byte {e.pos} (line {e.lineno}, column {e.colno})", expected,
+                         got=json_error_got(data, e.pos, e.msg) + hint) from None

@@ -13,7 +13,7 @@ from typing import Callable, Iterator
 import pyarrow as pa
 
 from ingest import interruptions
-from ingest.events import SCHEMA, EventLimitReached, EventSink, ParseError, ParseReport
+from ingest.events import MAX_GOT, SCHEMA, EventLimitReached, EventSink, ParseError, ParseReport
 from ingest.io import GZIP_ERRORS, count_bytes_read, env_int
 from ingest.parsers import detect
 from ingest.parsers.protocol import Parser
@@ -114,7 +114,7 @@ def parse_events(path: Path, artifact_id: str, name: str | None,
     try:
         parser = detect(path, name)
     except ParseError as e:  # read_head names the stored file; people know it by `name`
-        raise ParseError(name, e.where, e.expected) from None
+        raise ParseError(name, e.where, e.expected, got=e.got) from None
     except Exception as e:  # a sniff() bug must not hide the file's other problems or the trace
         interruptions.reraise(e)
         raise _internal(name, "format detection", e, "byte 0") from e
@@ -164,17 +164,17 @@ def _parse_classified(parser: Parser, path: Path, sink: EventSink, report: Parse
                                "the rest of the file was not read")
     except ParseError as e:
         # parsers see the stored path; people know the file by its original name
-        raise ParseError(name, e.where, e.expected) from None
+        raise ParseError(name, e.where, e.expected, got=e.got) from None
     except DAMAGED_INPUT as e:
         where = _crash_position(e.__traceback__) or f"after {sink.count:,} events"
         what = "UTF-8 text" if isinstance(e, UnicodeDecodeError) else "a complete, undamaged compressed stream"
-        raise ParseError(name, where, f"{what} ({type(e).__name__}: {e})"[:300]) from None
+        raise ParseError(name, where, what, got=f"{type(e).__name__}: {e}"[:MAX_GOT]) from None
     except RecursionError:
         # msgspec and the json module decode nested arrays/objects recursively, bounded by
         # Python's recursion limit: a file nested that deep is unusable input, not a bug.
         where = f"after {sink.count:,} events"
-        raise ParseError(name, where, f"JSON nested at most {sys.getrecursionlimit():,} levels deep "
-                         f"(got nesting deeper than {sys.getrecursionlimit():,})") from None
+        raise ParseError(name, where, f"JSON nested at most {sys.getrecursionlimit():,} levels deep",
+                         got=f"nesting deeper than {sys.getrecursionlimit():,}") from None
     except MemoryError:
         # past the process's memory cap (a worker's TRACEDOC_TASK_MEMORY_LIMIT_MB): too big for
         # this process, not a bug and not bad input; the other files are still diagnosed

@@ -19,7 +19,7 @@ import pickletools
 from pathlib import Path
 from typing import Any
 
-from ingest.events import ParseError
+from ingest.events import MAX_GOT, ParseError, excerpt
 from ingest.io import env_int, read_all
 
 # Snapshots of long runs reach hundreds of MiB; beyond this we refuse rather than swap.
@@ -57,13 +57,15 @@ def loads(data: bytes, path: str | Path) -> Any:
     also held to objects_allowed() (see check_objects) before anyone walks it."""
     path = str(path)
     if not is_pickle(data[:2]):
-        raise ParseError(path, "byte 0", "a pickle of protocol 2-5 (header 0x80 0x02..0x05)")
+        raise ParseError(path, "byte 0", "a pickle of protocol 2-5 (header 0x80 0x02..0x05)",
+                         got=excerpt(data[:17], 16))
     unpickler = _RefusingUnpickler(io.BytesIO(data))
     try:
         value = unpickler.load()
     except Exception as e:  # any failure: locate it with the inspect-only pass
-        where, what = _locate_problem(data, unpickler.refused)
-        raise ParseError(path, where, what or f"a well-formed pickle ({type(e).__name__}: {e})") from None
+        where, what, got = _locate_problem(data, unpickler.refused)
+        raise ParseError(path, where, what or "a well-formed pickle",
+                         got=got or f"{type(e).__name__}: {e}"[:MAX_GOT]) from None
     check_objects(value, path, len(data))
     return value
 
@@ -114,10 +116,11 @@ def check_objects(value: Any, path: str, pickle_bytes: int) -> int:
                 if known is None:
                     label = _label(frame)
                     if id(child) in on_path:
-                        raise ParseError(path, _where(stack, label), "plain data without cycles (an object "
-                                         "that contains itself)")
+                        raise ParseError(path, _where(stack, label), "plain data without cycles",
+                                         got="an object that contains itself")
                     if len(stack) >= MAX_DEPTH:
-                        raise ParseError(path, _where(stack, label), f"data nested at most {MAX_DEPTH} levels deep")
+                        raise ParseError(path, _where(stack, label), f"data nested at most {MAX_DEPTH} levels deep",
+                                         got="deeper nesting")
                     stack.append(_frame(child, label))
                     on_path.add(id(child))
                     total += 1
@@ -162,7 +165,7 @@ def _leaf(value: Any) -> int:
 
 def _where(stack: list[list], label: Any) -> str:
     keys = [f[2] for f in stack[1:]] + ([] if label is None else [label])
-    labels = [f"[{k!r:.40}]" for k in keys]
+    labels = [f"[{excerpt(k) if isinstance(k, (str, bytes)) else f'{k!r:.40}'}]" for k in keys]
     if len(labels) > 8:  # a deep path: its start (the key people know) and its end
         labels = labels[:4] + [f"...({len(labels) - 6} levels)..."] + labels[-2:]
     return "at " + ("".join(labels) or "the top level")
@@ -172,8 +175,8 @@ def _too_many(path: str, stack: list[list], label: Any, allowed: int, pickle_byt
     return ParseError(path, _where(stack, label),
                       f"at most {allowed:,} objects for a pickle of {pickle_bytes:,} bytes ({OBJECTS_PER_BYTE} "
                       f"per byte, at least {OBJECTS_FLOOR:,}; TRACEDOC_MAX_PICKLE_OBJECTS in all), counting a "
-                      "shared object once per reference: its shared references repeat objects without storing "
-                      "them (possible pickle bomb)")
+                      "shared object once per reference",
+                      got="more: shared references repeat objects without storing them (possible pickle bomb)")
 
 
 def load_path(path: str | Path, limit: int = MAX_PICKLE_BYTES) -> Any:
@@ -181,8 +184,8 @@ def load_path(path: str | Path, limit: int = MAX_PICKLE_BYTES) -> Any:
     return loads(read_all(path, limit), path)
 
 
-def _locate_problem(data: bytes, refused: str | None) -> tuple[str, str | None]:
-    """Where loading failed: ('byte N', reason) for a forbidden opcode or damaged stream.
+def _locate_problem(data: bytes, refused: str | None) -> tuple[str, str | None, str | None]:
+    """Where loading failed: ('byte N', expected, got) for a forbidden opcode or damaged stream.
     `refused` is the exact name find_class saw, when it was asked for one."""
     recent: list[str] = []  # last strings pushed: STACK_GLOBAL takes module and name from them
     pos = 0
@@ -191,10 +194,10 @@ def _locate_problem(data: bytes, refused: str | None) -> tuple[str, str | None]:
             if op.name in _STRING_OPS:
                 recent = (recent + [str(arg)])[-2:]
             elif op.name in _FORBIDDEN:
-                return f"byte {pos}", _forbidden_reason(op.name, arg, refused, recent)
+                return f"byte {pos}", "plain data only", _forbidden_reason(op.name, arg, refused, recent)
     except ValueError as e:  # genops reports truncation and unknown opcodes with a position
-        return f"byte {_position(str(e), len(data))}", f"a complete, well-formed pickle ({e})"
-    return f"byte {pos}", None
+        return f"byte {_position(str(e), len(data))}", "a complete, well-formed pickle", str(e)[:MAX_GOT]
+    return f"byte {pos}", None, None
 
 
 def _forbidden_reason(opname: str, arg: Any, refused: str | None, recent: list[str]) -> str:
@@ -210,7 +213,7 @@ def _forbidden_reason(opname: str, arg: Any, refused: str | None, recent: list[s
         name = "a persistent id"
     else:
         name = "an object constructor"
-    return f"plain data only; {opname} opcode refused (it would load {name})"
+    return f"a {opname} opcode, refused (it would load {excerpt(name, 80)})"
 
 
 def _position(message: str, default: int) -> int:

@@ -54,14 +54,14 @@ def test_a_cycle_and_deep_nesting_are_refused_naming_where():
     cycle["a"].append(cycle)
     with pytest.raises(Exception) as e:
         check_objects(pickle.loads(pickle.dumps({"allocator_settings": cycle})), "c.pickle", 100)
-    assert str(e.value) == "c.pickle: at ['allocator_settings']['a'][0]: plain data without cycles " \
-                           "(an object that contains itself)"
+    assert str(e.value) == "c.pickle: at ['allocator_settings']['a'][0]: expected plain data without cycles; " \
+                           "got an object that contains itself"
     deep: list = []
     for _ in range(10_000):
         deep = [deep]
     with pytest.raises(Exception) as e:
         check_objects(deep, "d.pickle", 100)
-    assert f"data nested at most {MAX_DEPTH} levels deep" in str(e.value)
+    assert f"expected data nested at most {MAX_DEPTH} levels deep; got deeper nesting" in str(e.value)
 
 
 def test_plain_data_is_counted_as_a_reader_walks_it():
