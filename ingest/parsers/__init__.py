@@ -19,7 +19,7 @@ from typing import Iterator, cast
 
 import re2  # linear time: detection runs on every uploaded file before any parser
 
-from ingest.events import ParseError
+from ingest.events import ParseError, excerpt
 from ingest.io import HEAD_BYTES, read_head
 from ingest.parsers.protocol import Parser
 
@@ -89,10 +89,10 @@ def detect(path: Path, name: str | None = None) -> Parser:
     path = Path(path)
     name = name or path.name
     if path.stat().st_size == 0:
-        raise ParseError(name, "byte 0", "a trace, log or dump, but the file is empty")
+        raise ParseError(name, "byte 0", "a trace, log or dump", got="an empty file")
     head = read_head(path)
     if not head:
-        raise ParseError(name, "byte 0", "readable content (damaged gzip header?)")
+        raise ParseError(name, "byte 0", "readable content", got="nothing readable (damaged gzip header?)")
     json_like = bool(_JSON_START.match(head)) and not _text_log_opening_with_brace(head, len(head) < HEAD_BYTES)
     for mod in _in_order():
         if json_like and mod.FORMAT == "log":
@@ -104,11 +104,11 @@ def detect(path: Path, name: str | None = None) -> Parser:
         if kineto.sniff_past_head(path):  # type: ignore[attr-defined]
             return kineto
     if json_like:
-        raise ParseError(name, "byte 0", "expected a known trace format; got a JSON document of an unknown kind "
-                         f"({_json_keys(head)})")
+        raise ParseError(name, "byte 0", "a known trace format",
+                         got=f"a JSON document of an unknown kind ({_json_keys(head)})")
     what = "binary data" if looks_binary(head) else "text"
-    raise ParseError(name, "byte 0", f"expected a known trace format; got {what} no parser recognises "
-                     "(see docs for the supported formats)")
+    raise ParseError(name, "byte 0", "a known trace format",
+                     got=f"{what} no parser recognises ({excerpt(head[:17], 16)}; see docs for the supported formats)")
 
 
 # `{"key"` or `[{`: a JSON document; `[rank0]:[E1129 ...` and `[80746] ...` are log lines

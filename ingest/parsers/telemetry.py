@@ -69,9 +69,10 @@ def iter_lines(path: Path) -> Iterator[tuple[int, str]]:
                 lineno += 1
                 yield lineno, raw[:MAX_LINE].decode("utf-8", "replace").rstrip("\r\n")
     except EOFError as e:
-        raise ParseError(str(path), f"line {lineno + 1}", "a complete gzip stream (the file is truncated)") from e
+        raise ParseError(str(path), f"line {lineno + 1}", "a complete gzip stream",
+                         got="a stream that ends early (the file is truncated)") from e
     except OSError as e:
-        raise ParseError(str(path), f"line {lineno + 1}", f"a readable gzip stream ({e})") from e
+        raise ParseError(str(path), f"line {lineno + 1}", "a readable gzip stream", got=f"damaged data ({e})") from e
 
 
 def first_json_object(head: bytes) -> dict | None:

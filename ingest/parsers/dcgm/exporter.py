@@ -18,6 +18,7 @@ import re2  # linear time: detection and parsing run these on untrusted lines
 
 from ingest.clock import Clock
 from ingest.events import EventSink, ParseError, ParseReport, clamp_int
+from ingest.io import no_line_matched
 from ingest.parsers.telemetry import ThrottleTracker, iter_lines
 
 FORMAT = "dcgm"
@@ -119,7 +120,8 @@ def _parse_metrics(path, lines, sink: EventSink, report: ParseReport) -> None:
             sink.emit(ts=ts, kind="error", name=err, device=device, host=host, value=value, severity=severity,
                       loc=loc, attrs={"field": field, **labels})
     if not samples and not blanks:
-        raise ParseError(str(path), "line 1", "DCGM_FI_* metric samples in Prometheus text format")
+        raise ParseError(str(path), "line 1", "DCGM_FI_* metric samples in Prometheus text format",
+                         got=no_line_matched(path))
     if blanks:
         report.warn(f"{blanks} sample(s) held DCGM's blank sentinel (no value / not supported): dropped")
     report.set_clock(Clock("unix", "Prometheus sample timestamps (ms)") if stamped == samples and samples
@@ -135,7 +137,8 @@ def _parse_config(path, lines, sink: EventSink, report: ParseReport) -> None:
         entry = {"field": m["field"], "type": m["type"], "help": m["help"].strip()}
         (disabled if text.lstrip().startswith("#") else enabled).append(entry)
     if not enabled:
-        raise ParseError(str(path), "line 1", "dcgm-exporter counter lines 'DCGM_FI_X, gauge|counter, help'")
+        raise ParseError(str(path), "line 1", "dcgm-exporter counter lines 'DCGM_FI_X, gauge|counter, help'",
+                         got=no_line_matched(path))
     report.format = "dcgm_exporter_config"
     report.warn("dcgm-exporter counter configuration: lists what is collected, holds no measurements")
     report.set_clock(Clock("none", "configuration file"))

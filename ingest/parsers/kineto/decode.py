@@ -26,7 +26,7 @@ from typing import BinaryIO, Iterator
 import msgspec
 import numpy as np
 
-from ingest.events import INT64_MAX, INT64_MIN, ParseError
+from ingest.events import INT64_MAX, INT64_MIN, ParseError, describe, excerpt
 from ingest.io import GZIP_ERRORS, is_gzip, open_bytes
 from ingest.parsers.kineto.scan import Columns, Scanned, scan
 from ingest.prefetch import prefetched
@@ -174,9 +174,9 @@ class _Content:
         try:
             block = self.stream.read(n)
         except GZIP_ERRORS + (OSError,) as e:
-            what = "truncated gzip stream" if isinstance(e, EOFError) else f"damaged gzip stream ({e})"
+            what = "a truncated gzip stream" if isinstance(e, EOFError) else f"a damaged gzip stream ({e})"
             raise ParseError(str(self.path), f"decompressed byte {self.done:,} (file size "
-                             f"{self.path.stat().st_size:,})", f"a complete gzip stream: {what}") from None
+                             f"{self.path.stat().st_size:,})", "a complete gzip stream", got=what) from None
         self.done += len(block)
         return block
 
@@ -201,9 +201,9 @@ class _Content:
         try:
             k = self.stream.readinto(free) or 0
         except GZIP_ERRORS + (OSError,) as e:
-            what = "truncated gzip stream" if isinstance(e, EOFError) else f"damaged gzip stream ({e})"
+            what = "a truncated gzip stream" if isinstance(e, EOFError) else f"a damaged gzip stream ({e})"
             raise ParseError(str(self.path), f"decompressed byte {self.done:,} (file size "
-                             f"{self.path.stat().st_size:,})", f"a complete gzip stream: {what}") from None
+                             f"{self.path.stat().st_size:,})", "a complete gzip stream", got=what) from None
         self.done += k
         return k
 
@@ -239,8 +239,8 @@ class TraceReader:
         self.bare = False          # the top level is the event array itself (no trace object)
         self.array_closed = True   # ... and it ended with its own `]`
 
-    def _error(self, where: str, what: str) -> ParseError:
-        return ParseError(str(self.path), where, what)
+    def _error(self, where: str, what: str, got: str) -> ParseError:
+        return ParseError(str(self.path), where, what, got=got)
 
     def chunks(self, read_ahead: int = 0, burst: int = 0) -> Iterator[Chunk]:
         """The windows' events in order. `read_ahead`: windows read and scanned ahead in a
@@ -290,7 +290,8 @@ class TraceReader:
                     return  # the array ended; trailer read
                 at = _SPACE.match(win, used + 1).end()  # win[used + 1]: the content's byte `used`
                 if win[at:at + 1] != b",":
-                    raise self._error(f"byte {pos + used:,}", "',' between events in traceEvents")
+                    raise self._error(f"byte {pos + used:,}", "',' between events in traceEvents",
+                                      excerpt(bytes(win[at:at + 21]), 20))
                 pos += at
                 win[at] = 0x5B  # that `,` opens the next window: `[` + the events after it
                 tail = memoryview(win)[at:]  # the old window stays only as long as its events
@@ -325,7 +326,7 @@ class TraceReader:
                 raise self._whole_document_error(data)
             if searched > MAX_TOP_BYTES:
                 raise self._error(f"byte {searched:,}", "a 'traceEvents' array within the first "
-                                  f"{MAX_TOP_BYTES >> 20} MiB (Kineto trace)")
+                                  f"{MAX_TOP_BYTES >> 20} MiB (Kineto trace)", f"none in {searched:,} bytes")
 
     def _close_array(self, win, content: _Content) -> memoryview:
         """A bare array's last window (`[` + the rest of the content) ending with exactly one
@@ -351,20 +352,21 @@ class TraceReader:
         try:
             top = _TOP.decode(data)
         except msgspec.ValidationError as e:
-            return self._error("byte 0", f"a JSON object with traceEvents ({e})")
+            return self._error("byte 0", "a JSON object with traceEvents", f"{excerpt(data[:21], 20)} ({e})")
         except msgspec.DecodeError as e:
             return self._json_error(e, len(data), 0, "complete JSON (a Kineto trace object)")
         if "traceEvents" in top:
-            return self._error("traceEvents", "an array of events")
-        return self._error("top-level object", "a 'traceEvents' array (Kineto trace)")
+            return self._error("traceEvents", "an array of events",
+                               excerpt(bytes(memoryview(top["traceEvents"])[:21]), 20))
+        return self._error("top-level object", "a 'traceEvents' array (Kineto trace)", describe(top))
 
     def _json_error(self, e: msgspec.DecodeError, end: int, offset: int, what: str) -> ParseError:
         """`offset`: the absolute byte of the decoded text's first byte."""
         if "truncated" in str(e):
-            return self._error(f"byte {end:,} (end of data)", f"{what}; the decoder said: {e}")
+            return self._error(f"byte {end:,} (end of data)", what, f"the end of the data ({e})")
         at = _error_byte(e)
         where = f"byte {offset + at:,}" if at is not None else "JSON"
-        return self._error(where, f"{what}; the decoder said: {e}")
+        return self._error(where, what, str(e))
 
     def _cut(self, win: bytearray | memoryview, pos: int, eof: bool, content: _Content):
         """(chunk, bytes of content used) at the last valid cut; used None when the array
@@ -389,8 +391,8 @@ class TraceReader:
                 if whole and self.bare:
                     return chunk, None  # the array ended with the content
                 if whole:
-                    raise self._error(f"byte {content.done:,} (end of data)",
-                                      "complete JSON (the trace object is not closed)")
+                    raise self._error(f"byte {content.done:,} (end of data)", "complete JSON (a closed trace object)",
+                                      "the end of the data (the file is cut short)")
                 win[cut + 1] = saved
                 return chunk, cut
             try:
@@ -399,7 +401,7 @@ class TraceReader:
                 at = _error_byte(e)
                 if "trailing characters" in str(e) and self.bare:
                     raise self._error(f"byte {pos + at - 2:,}", "nothing after the ']' that ends the "
-                                      "array of trace events") from None
+                                      "array of trace events", excerpt(bytes(view[at - 1:at + 20]), 20)) from None
                 if "trailing characters" in str(e):  # the array ended; `at` is one past that character
                     end = at - 1
                     head = bytes(view[:end])
@@ -410,19 +412,19 @@ class TraceReader:
                     raise self._json_error(e, content.done, pos - 1, "valid JSON in traceEvents") from None
                 if whole:
                     raise self._json_error(e, content.done, pos - 1,
-                                           "complete JSON (the traceEvents array is not closed)") from None
+                                           "complete JSON (a closed traceEvents array)") from None
                 win[cut + 1] = saved
                 continue  # the cut sat inside a string or nested value
             if whole and self.bare:
                 return self._decode(blob, raws), None
             if whole:
-                raise self._error(f"byte {content.done:,} (end of data)",
-                                  "complete JSON (the trace object is not closed)")
+                raise self._error(f"byte {content.done:,} (end of data)", "complete JSON (a closed trace object)",
+                                  "the end of the data (the file is cut short)")
             win[cut + 1] = saved
             return self._decode(blob, raws), cut
         if eof:
-            raise self._error(f"byte {content.done:,} (end of data)",
-                              "complete JSON (the traceEvents array is not closed)")
+            raise self._error(f"byte {content.done:,} (end of data)", "complete JSON (a closed traceEvents array)",
+                              "the end of the data (the file is cut short)")
         return None
 
     def _decode(self, blob, raws: list[msgspec.Raw] | None) -> Chunk:
@@ -460,7 +462,7 @@ class TraceReader:
         text = _OPEN_TOP + b"]" + buf[end:] + content.read(MAX_TOP_BYTES)
         if content.read(1):
             raise self._error(f"byte {content.done:,}", "the end of the trace object within "
-                              f"{MAX_TOP_BYTES >> 20} MiB after traceEvents")
+                              f"{MAX_TOP_BYTES >> 20} MiB after traceEvents", "more")
         try:
             top = _TOP.decode(text)
         except msgspec.DecodeError as e:

@@ -9,7 +9,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from ingest.clock import Clock
-from ingest.events import EventSink, ParseError, ParseReport, clamp_int
+from ingest.events import EventSink, ParseError, ParseReport, clamp_int, describe
 from ingest.io import decode_json, read_all
 
 FORMAT = "nccl_ras_json"
@@ -26,7 +26,9 @@ def sniff(head: bytes, name: str) -> bool:
 def parse(path: Path, sink: EventSink, report: ParseReport) -> None:
     doc = decode_json(read_all(path, MAX_BYTES), str(path))
     if not isinstance(doc, dict) or not isinstance(doc.get("communicators"), list):
-        raise ParseError(str(path), "top level", "an ncclras JSON report with a 'communicators' list")
+        got = (describe(doc) if not isinstance(doc, dict) else "no 'communicators' key" if "communicators" not in doc
+               else f"'communicators' as {describe(doc['communicators'])}")
+        raise ParseError(str(path), "top level", "an ncclras JSON report with a 'communicators' list", got=got)
     report.meta.update({"nccl_version": str(doc.get("nccl_version", "")), "timestamp": str(doc.get("timestamp", "")),
                         "clock": Clock("none", note="RAS reports carry a local time string only").to_meta()})
     for i, comm in enumerate(doc["communicators"]):

@@ -15,8 +15,8 @@ import math
 from pathlib import Path
 
 from ingest.clock import Clock
-from ingest.events import EventSink, ParseError, ParseReport
-from ingest.io import read_all
+from ingest.events import EventSink, ParseError, ParseReport, excerpt
+from ingest.io import no_line_matched, read_all
 from ingest.parsers.ncu.launch import shape as launch_shape
 
 FORMAT = "ncu_csv"
@@ -68,14 +68,16 @@ def parse(path: Path, sink: EventSink, report: ParseReport) -> None:
     lines = text.splitlines()
     start = next((i for i, line in enumerate(lines) if line.startswith(HEADER_START)), None)
     if start is None:
-        raise ParseError(str(path), "line 1", f"an Nsight Compute CSV header starting {HEADER_START}")
+        raise ParseError(str(path), "line 1", f"an Nsight Compute CSV header starting {HEADER_START}",
+                         got=no_line_matched(path))
     report.meta["preamble_lines"] = start
     report.set_clock(Clock("relative", note="Nsight Compute replays kernels one at a time: no timestamps"))
     rows = csv.reader(lines[start:])
     header = next(rows)
     missing = [c for c in ("ID", "Kernel Name") if c not in header]
     if missing:
-        raise ParseError(str(path), f"line {start + 1}", f"columns {missing} in the ncu header")
+        raise ParseError(str(path), f"line {start + 1}", f"columns {missing} in the ncu header",
+                         got=f"a header without them: {excerpt(lines[start])}")
     if "Section Name" in header and "Metric Name" in header:
         report.meta["page"] = "details"
         _details(header, rows, start + 2, sink, report)
@@ -127,7 +129,8 @@ def _raw(path: Path, header: list[str], rows, first_line: int, sink: EventSink,
     units = next(rows, None)
     if units is None or (units and units[0]):
         raise ParseError(str(path), f"line {first_line}",
-                         "the units row of `ncu --page raw` (first cell empty)")
+                         "the units row of `ncu --page raw` (first cell empty)",
+                         got="the end of the file" if units is None else f"a row starting {excerpt(units[0])}")
     unit_of = dict(zip(header, units))
     col = {name: i for i, name in enumerate(header)}
     for line, row in enumerate(rows, first_line + 1):

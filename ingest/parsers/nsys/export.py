@@ -28,12 +28,13 @@ def parse(path: Path, sink: EventSink, report: ParseReport) -> None:
         con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
         columns = _schema(con)
     except sqlite3.DatabaseError as e:
-        raise ParseError(str(path), "SQLite header", f"a readable SQLite database ({e})") from None
+        raise ParseError(str(path), "SQLite header", "a readable SQLite database",
+                         got=f"an unreadable one ({e})") from None
     try:
         if REQUIRED_TABLE not in columns:
             raise ParseError(str(path), f"table {REQUIRED_TABLE}",
-                             f"an Nsight Systems export (nsys export --type sqlite): table "
-                             f"{REQUIRED_TABLE} is missing, so this SQLite file is not one")
+                             "an Nsight Systems export (nsys export --type sqlite)",
+                             got=f"a SQLite file without table {REQUIRED_TABLE}, so not one")
         offset = _clock(con, columns, report)
         _meta(con, columns, report)
         enums = _enums(con, columns)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ingest.events import EventSink, ParseError, ParseReport
+from ingest.events import EventSink, ParseError, ParseReport, excerpt
 
 FORMAT = "nsight_report"
 SOURCE = "nsys"
@@ -25,10 +25,13 @@ def parse(path: Path, sink: EventSink, report: ParseReport) -> None:
     stem = Path(path).name.rsplit(".", 1)[0] or "report"
     if head.startswith(NSYS_MAGIC):
         raise ParseError(str(path), "byte 0", (
-            "a format tracedoc reads; this is a raw Nsight Systems report (.nsys-rep) that only "
-            f"NVIDIA's tool can read. Export it with `nsys export --type sqlite -o {stem}.sqlite "
-            f"{stem}.nsys-rep` and upload the .sqlite file"))
+            f"a format tracedoc reads: export it with `nsys export --type sqlite -o {stem}.sqlite "
+            f"{stem}.nsys-rep` and upload the .sqlite file"),
+            got="a raw Nsight Systems report (.nsys-rep) that only NVIDIA's tools read")
+    if not head.startswith(NCU_MAGIC):
+        raise ParseError(str(path), "byte 0", "a raw Nsight Systems or Nsight Compute report's magic bytes",
+                         got=excerpt(head))
     raise ParseError(str(path), "byte 0", (
-        "a format tracedoc reads; this is a raw Nsight Compute report (.ncu-rep) that only "
-        f"NVIDIA's tool can read. Export it with `ncu --import {stem}.ncu-rep --page raw --csv > "
-        f"{stem}.csv` (or `--page details` for the rule results) and upload the .csv file"))
+        f"a format tracedoc reads: export it with `ncu --import {stem}.ncu-rep --page raw --csv > "
+        f"{stem}.csv` (or `--page details` for the rule results) and upload the .csv file"),
+        got="a raw Nsight Compute report (.ncu-rep) that only NVIDIA's tools read")

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import re2  # linear time: detection and parsing run these on untrusted lines
 
 from ingest.clock import Clock
-from ingest.events import EventSink, ParseError, ParseReport
+from ingest.events import EventSink, ParseError, ParseReport, excerpt
 from ingest.parsers.telemetry import iter_lines, row_time
 
 FORMAT = "nvidia_smi_compute_apps"
@@ -148,9 +148,10 @@ def parse(path, sink: EventSink, report: ParseReport) -> None:
     # detection chose this parser, which is the confirmation a bare three-cell table needs
     found = layout([cells for _, cells in rows[:HEAD_ROWS]], "compute-apps")
     if found is None:
-        got = rows[0][1][:4] if rows else "an empty file"
-        raise ParseError(str(path), "line 1", "expected an nvidia-smi --query-compute-apps CSV (a header naming "
-                         f"pid and used_gpu_memory, or rows ending in '<MiB>'); got {got}")
+        got = ("an empty file" if not rows else f"line {rows[0][0]}: no CSV cells" if not rows[0][1]
+               else f"line {rows[0][0]}: {excerpt(', '.join(c[:40] for c in rows[0][1][:4]))}")
+        raise ParseError(str(path), "line 1", "an nvidia-smi --query-compute-apps CSV (a header naming "
+                         "pid and used_gpu_memory, or rows ending in '<MiB>')", got=got)
     if found.header:
         rows = rows[1:]
     seen: set[tuple[int, str]] = set()

@@ -7,6 +7,7 @@ them to the trace's day). Local time without a zone is read as UTC (tz_assumed).
 from __future__ import annotations
 
 from ingest.events import EventSink, ParseError, ParseReport
+from ingest.io import no_line_matched
 from ingest.parsers.nvidia_smi.common import device_index
 from ingest.parsers.nvidia_smi.monitor_rows import MonitorRows, figures
 
@@ -45,5 +46,6 @@ def parse(path, sink: EventSink, report: ParseReport) -> None:
                 sink.emit(ts=ts, kind="error", name="EccUncorrectable", device=device, value=value,
                           severity="critical", loc=loc, attrs={"field": "dbecc"})
     if not table.clock.rows:
-        raise ParseError(str(path), "line 1", "nvidia-smi dmon rows under a '# gpu ...' header")
+        raise ParseError(str(path), "line 1", "nvidia-smi dmon rows under a '# gpu ...' header",
+                         got=no_line_matched(path))
     report.set_clock(table.clock.declared(table.names, "dmon", "rows are in capture order, 1 s apart"))

@@ -11,6 +11,7 @@ capture order.
 from __future__ import annotations
 
 from ingest.events import EventSink, ParseError, ParseReport, clamp_int
+from ingest.io import no_line_matched
 from ingest.parsers.nvidia_smi.common import device_index
 from ingest.parsers.nvidia_smi.monitor_rows import MonitorRows, figures
 
@@ -49,7 +50,8 @@ def parse(path, sink: EventSink, report: ParseReport) -> None:
                     "per-process counters for MIG instances or Windows WDDM processes): each is kept as a "
                     "proc.present marker, the process and GPU without figures")
     if not table.clock.rows:
-        raise ParseError(str(path), "line 1", "nvidia-smi pmon rows under a '# gpu pid type ...' header")
+        raise ParseError(str(path), "line 1", "nvidia-smi pmon rows under a '# gpu pid type ...' header",
+                         got=no_line_matched(path))
     report.meta["processes_seen"] = processes
     report.set_clock(table.clock.declared(table.names, "pmon", "rows are in capture order"))
 

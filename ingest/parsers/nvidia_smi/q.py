@@ -28,6 +28,7 @@ import re2  # linear time: detection and parsing run these on untrusted lines
 
 from ingest.clock import Clock
 from ingest.events import EventSink, ParseError, ParseReport, clamp_int
+from ingest.io import no_line_matched
 from ingest.parsers.nvidia_smi.common import MIB, GpuReport, device_index, emit_gpu, norm, number
 from ingest.parsers.telemetry import ThrottleTracker, iter_lines, parse_wallclock
 
@@ -107,7 +108,7 @@ def parse(path, sink: EventSink, report: ParseReport) -> None:
         lines.append((n, _ANSI.sub("", text)))
     kind = _kind("\n".join(t for _, t in lines[:60]).encode())
     if kind is None:
-        raise ParseError(str(path), "line 1", "nvidia-smi -q, table or topo -m output")
+        raise ParseError(str(path), "line 1", "nvidia-smi -q, table or topo -m output", got=no_line_matched(path))
     report.format = f"nvidia_smi_{kind}"
     {"q": _parse_q, "table": _parse_table, "topo": _parse_topo}[kind](path, lines, sink, report)
 
@@ -130,7 +131,8 @@ def _parse_q(path, lines, sink: EventSink, report: ParseReport) -> None:
             emit_gpu(sink, ts, throttle, gpu)
             devices[bus] = {k: v for k, v in gpu.inventory.items() if not isinstance(v, (dict, list))}
     if not devices:
-        raise ParseError(str(path), "line 1", "at least one 'GPU <bus id>' section in the nvidia-smi -q output")
+        raise ParseError(str(path), "line 1", "at least one 'GPU <bus id>' section in the nvidia-smi -q output",
+                         got=no_line_matched(path))
     report.meta["devices"] = list(devices.values())
     if stamped:
         report.set_clock(Clock("unix", "nvidia-smi -q Timestamp, local time read as UTC", tz_assumed=True))
@@ -401,7 +403,8 @@ def _parse_table(path, lines, sink: EventSink, report: ParseReport) -> None:
                       device=device_index(m["gpu"]), pid=clamp_int(m["pid"]), loc=loc,
                       attrs={"process": m["proc"], "type": m["type"]})
     if not gpus:
-        raise ParseError(str(path), "line 1", "an nvidia-smi table with at least one GPU row")
+        raise ParseError(str(path), "line 1", "an nvidia-smi table with at least one GPU row",
+                         got=no_line_matched(path))
 
 
 # ---- topo -m ------------------------------------------------------------------------
@@ -430,4 +433,5 @@ def _parse_topo(path, lines, sink: EventSink, report: ParseReport) -> None:
                   attrs={"label": label, "links": links, "cpu_affinity": row.get("CPU Affinity", ""),
                          "numa_affinity": row.get("NUMA Affinity", ""), "gpu_numa_id": row.get("GPU NUMA ID", "")})
     if not rows:
-        raise ParseError(str(path), "line 2", "topology rows (GPU0 ...) under the topo -m header")
+        raise ParseError(str(path), "line 2", "topology rows (GPU0 ...) under the topo -m header",
+                         got="no GPU or NIC row" if header else "no header")

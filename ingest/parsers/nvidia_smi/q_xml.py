@@ -45,7 +45,7 @@ def parse(path, sink: EventSink, report: ParseReport) -> None:
     data = _read(path)
     root = _safe_parse(path, data)
     if root.tag != "nvidia_smi_log":
-        raise ParseError(str(path), "line 1", f"an <nvidia_smi_log> document; got <{root.tag[:40]}>")
+        raise ParseError(str(path), "line 1", "an <nvidia_smi_log> document", got=f"a <{root.tag[:40]}> document")
     stamp = parse_wallclock(_t(root.find("timestamp")))
     ts = stamp[0] if stamp else 0
     report.set_clock(Clock("unix", "nvidia-smi -q -x timestamp, local time read as UTC", tz_assumed=True)
@@ -59,7 +59,8 @@ def parse(path, sink: EventSink, report: ParseReport) -> None:
         emit_gpu(sink, ts, throttle, gpu)
         devices.append({k: v for k, v in gpu.inventory.items() if not isinstance(v, (dict, list))})
     if not devices:
-        raise ParseError(str(path), "line 1", "at least one <gpu> element in the nvidia-smi -q -x document")
+        raise ParseError(str(path), "line 1", "at least one <gpu> element in the nvidia-smi -q -x document",
+                         got="none")
     report.meta["devices"] = devices
 
 
@@ -68,9 +69,10 @@ def _read(path) -> bytes:
         with open_bytes(path) as f:
             data = f.read(MAX_BYTES + 1)
     except GZIP_ERRORS + (OSError,) as e:
-        raise ParseError(str(path), "byte 0", f"a readable (gzip) XML file ({type(e).__name__}: {e})") from None
+        raise ParseError(str(path), "byte 0", "a readable (gzip) XML file", got=f"{type(e).__name__}: {e}") from None
     if len(data) > MAX_BYTES:
-        raise ParseError(str(path), f"byte {MAX_BYTES:,}", "an nvidia-smi -q -x report under 64 MiB")
+        raise ParseError(str(path), f"byte {MAX_BYTES:,}", "an nvidia-smi -q -x report under 64 MiB",
+                         got="a larger file")
     return data
 
 
@@ -98,14 +100,14 @@ def _safe_parse(path, data: bytes) -> ET.Element:
         return ET.fromstring(data)
     except _Refused as e:
         raise ParseError(str(path), f"line {guard.CurrentLineNumber}",
-                         f"an nvidia-smi XML report without DTD or entity declarations; found {e}") from None
+                         "an nvidia-smi XML report without DTD or entity declarations", got=str(e)) from None
     except (expat.ExpatError, ET.ParseError) as e:
         line, col = getattr(e, "lineno", None) or 0, getattr(e, "offset", None) or 0
         if isinstance(e, ET.ParseError) and getattr(e, "position", None):
             line, col = e.position
         why = expat.ErrorString(e.code) if getattr(e, "code", None) else str(e)
         raise ParseError(str(path), f"line {line}, column {col}",
-                         f"a well-formed nvidia-smi -q -x XML document ({why})") from None
+                         "a well-formed nvidia-smi -q -x XML document", got=f"malformed XML ({why})") from None
 
 
 def _t(elem: ET.Element | None) -> str:

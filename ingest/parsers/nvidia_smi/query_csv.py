@@ -14,7 +14,7 @@ import io
 import re2  # linear time: detection and parsing run these on untrusted lines
 
 from ingest.clock import Clock
-from ingest.events import EventSink, ParseError, ParseReport
+from ingest.events import EventSink, ParseError, ParseReport, excerpt
 from ingest.parsers.nvidia_smi.common import device_index
 from ingest.parsers.telemetry import CLOCK_EVENT_REASONS, ThrottleTracker, iter_lines, row_time
 
@@ -70,10 +70,12 @@ def parse(path, sink: EventSink, report: ParseReport) -> None:
     try:
         columns = [_split_header(c) for c in next(csv.reader([header], skipinitialspace=True), [])]
     except csv.Error as e:
-        raise ParseError(str(path), "line 1", f"a CSV header of nvidia-smi query fields ({e})") from None
+        raise ParseError(str(path), "line 1", "a CSV header of nvidia-smi query fields",
+                         got=f"{excerpt(header)} ({e})") from None
     fields = [f for f, _ in columns]
     if len(fields) < 2:
-        raise ParseError(str(path), "line 1", "a CSV header of nvidia-smi query fields")
+        raise ParseError(str(path), "line 1", "a CSV header of nvidia-smi query fields",
+                         got=f"{len(fields)} column(s): {excerpt(header)}")
     device_col = "gpu" if "gpu" in fields else "index"
     throttle = ThrottleTracker(sink)
     devices: dict[int, dict] = {}
@@ -106,7 +108,9 @@ def parse(path, sink: EventSink, report: ParseReport) -> None:
         if mask is not None:
             throttle.update(ts, device, mask, loc)
     if not rows:
-        raise ParseError(str(path), "line 2", "at least one row of nvidia-smi query values")
+        raise ParseError(str(path), "line 2", "at least one row of nvidia-smi query values",
+                         got=f"no usable row ({skipped:,} skipped)" if (skipped := sum(report.skipped.values()))
+                         else "no row")
     report.meta["devices"] = [{"index": d, **v} for d, v in sorted(devices.items())]
     if "timestamp" not in fields:
         report.set_clock(Clock("none", "no timestamp column: rows are in capture order"))

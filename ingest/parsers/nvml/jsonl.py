@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ingest.clock import Clock
 from ingest.events import EventSink, ParseError, ParseReport, clamp_int
+from ingest.io import no_line_matched
 from ingest.parsers.telemetry import (
     ThrottleTracker, first_json_object, iter_json_lines, parse_wallclock,
 )
@@ -92,7 +93,8 @@ def parse(path, sink: EventSink, report: ParseReport) -> None:
                 if name == "ecc.uncorrected":
                     last_ecc[device] = value
     if not good:
-        raise ParseError(str(path), "line 1", "NVML samples as JSON lines with a timestamp (ts_ns or time)")
+        raise ParseError(str(path), "line 1", "NVML samples as JSON lines with a timestamp (ts_ns or time)",
+                         got=no_line_matched(path))
     note = "NVML sampler wall clock"
     if tz_assumed:
         report.set_clock(Clock("unix", note + "; local time without a zone, read as UTC",

@@ -15,7 +15,7 @@ import re
 from functools import partial
 
 from ingest.clock import Clock
-from ingest.events import EventSink, ParseError, ParseReport, clamp_int
+from ingest.events import EventSink, ParseError, ParseReport, clamp_int, describe, excerpt
 
 SPAN_KINDS = ("unspecified", "internal", "server", "client", "producer", "consumer")
 STATUS_CODES = ("unset", "ok", "error")
@@ -25,29 +25,29 @@ _HEX = re.compile(r"^[0-9a-fA-F]*$")
 class RecordError(Exception):
     """One record breaks the spec: `path` names the field, `expected` says what it must be."""
 
-    def __init__(self, path: str, expected: str):
-        self.path, self.expected = path, expected
-        super().__init__(f"{path}: {expected}")
+    def __init__(self, path: str, expected: str, got: str):
+        self.path, self.expected, self.got = path, expected, got
+        super().__init__(f"{path}: expected {expected}; got {got}")
 
 
 def decode_id(value, nbytes: int, path: str, required: bool = True) -> str:
     if value in (None, ""):
         if required:
-            raise RecordError(path, f"a {nbytes}-byte id (hex or base64), got nothing")
+            raise RecordError(path, f"a {nbytes}-byte id (hex or base64)", "nothing")
         return ""
     if not isinstance(value, str):
-        raise RecordError(path, f"a {nbytes}-byte id as a hex or base64 string, got {type(value).__name__}")
+        raise RecordError(path, f"a {nbytes}-byte id as a hex or base64 string", describe(value))
     if len(value) == 2 * nbytes and _HEX.match(value):
         raw = bytes.fromhex(value)
     else:
         try:
             raw = base64.b64decode(value, validate=True)
         except (binascii.Error, ValueError) as e:
-            raise RecordError(path, f"{2 * nbytes} hex digits or base64 of {nbytes} bytes, got {value[:40]!r}") from e
+            raise RecordError(path, f"{2 * nbytes} hex digits or base64 of {nbytes} bytes", excerpt(value)) from e
         if len(raw) != nbytes:
-            raise RecordError(path, f"{2 * nbytes} hex digits or base64 of {nbytes} bytes, got {value[:40]!r}")
+            raise RecordError(path, f"{2 * nbytes} hex digits or base64 of {nbytes} bytes", excerpt(value))
     if not any(raw) and required:
-        raise RecordError(path, f"a non-zero {nbytes}-byte id")
+        raise RecordError(path, f"a non-zero {nbytes}-byte id", "all zeros")
     return raw.hex()
 
 
@@ -55,9 +55,9 @@ def nanos(value, path: str) -> int:
     try:
         v = int(value)
     except (TypeError, ValueError) as e:
-        raise RecordError(path, f"nanoseconds since the epoch as an integer or decimal string, got {value!r:.40}") from e
+        raise RecordError(path, "nanoseconds since the epoch as an integer or decimal string", describe(value)) from e
     if not 0 <= v < 2**63:
-        raise RecordError(path, f"nanoseconds since the epoch within int64, got {v}")
+        raise RecordError(path, "nanoseconds since the epoch within int64", excerpt(str(v)))
     return v
 
 
@@ -69,7 +69,7 @@ def enum(value, names: tuple[str, ...], prefix: str, path: str) -> str:
     if isinstance(value, str) and value.startswith(prefix) and value[len(prefix):].lower() in names:
         return value[len(prefix):].lower()
     allowed = ", ".join(prefix + n.upper() for n in names)
-    raise RecordError(path, f"one of {allowed} (or 0-{len(names) - 1}), got {value!r:.60}")
+    raise RecordError(path, f"one of {allowed} (or 0-{len(names) - 1})", describe(value))
 
 
 def any_value(v):
@@ -101,7 +101,7 @@ def _list(doc: dict, key: str, path: str) -> list:
     if v is None:
         return []
     if not isinstance(v, list):
-        raise RecordError(f"{path}.{key}" if path else key, "a JSON array")
+        raise RecordError(f"{path}.{key}" if path else key, "a JSON array", describe(v))
     return v
 
 
@@ -118,7 +118,7 @@ class OtlpEmitter:
         """`where` prefixes field paths (e.g. "line 3: " for JSON lines)."""
         if not isinstance(doc, dict):
             raise ParseError(self.path, where.rstrip(": ") or "byte 0",
-                             "an OTLP object with resourceSpans, resourceLogs or resourceMetrics")
+                             "an OTLP object with resourceSpans, resourceLogs or resourceMetrics", got=describe(doc))
         handlers = (("resourceSpans", "scopeSpans", "spans", self._span),
                     ("resourceLogs", "scopeLogs", "logRecords", self._log),
                     ("resourceMetrics", "scopeMetrics", "metrics", self._metric))
@@ -134,7 +134,7 @@ class OtlpEmitter:
                 for si, scope in enumerate(self._guard(partial(_list, res, skey, rpath), where) or []):
                     spath = f"{rpath}.{skey}[{si}]"
                     if not isinstance(scope, dict):
-                        self._skip(RecordError(spath, "a JSON object"), where)
+                        self._skip(RecordError(spath, "a JSON object", describe(scope)), where)
                         continue
                     info = scope.get("scope") or {}
                     scope_attrs = {"name": info.get("name", ""), "version": info.get("version", "")}
@@ -142,19 +142,19 @@ class OtlpEmitter:
                         ipath = f"{spath}.{ikey}[{ii}]"
                         try:
                             if not isinstance(item, dict):
-                                raise RecordError(ipath, "a JSON object")
+                                raise RecordError(ipath, "a JSON object", describe(item))
                             handle(item, ipath, resource, scope_attrs, where)
                             self.good += 1
                         except RecordError as e:
                             self._skip(e, where)
         if not found:
             raise ParseError(self.path, where.rstrip(": ") or "byte 0",
-                             "an OTLP object with resourceSpans, resourceLogs or resourceMetrics")
+                             "an OTLP object with resourceSpans, resourceLogs or resourceMetrics", got=describe(doc))
 
     def finish(self) -> None:
         if not self.good and self.first_error is not None:
             e = self.first_error
-            raise ParseError(self.path, e.path, e.expected)
+            raise ParseError(self.path, e.path, e.expected, got=e.got)
         self.report.set_clock(Clock("unix", note="OTLP timestamps are ns since the Unix epoch"))
         self.report.meta["otlp_signals"] = sorted(self.signals)
 
@@ -166,8 +166,8 @@ class OtlpEmitter:
             return None
 
     def _skip(self, e: RecordError, where: str) -> None:
-        self.first_error = self.first_error or RecordError(where + e.path, e.expected)
-        self.report.warn(f"{where}{e.path}: expected {e.expected}; record skipped")
+        self.first_error = self.first_error or RecordError(where + e.path, e.expected, e.got)
+        self.report.warn(f"{where}{e.path}: expected {e.expected}; got {e.got}; record skipped")
         self.report.skipped["OTLP record breaking the spec"] += 1
 
     # ---- signals --------------------------------------------------------------------
@@ -199,7 +199,7 @@ class OtlpEmitter:
         for ei, event in enumerate(span.get("events") or []):
             epath = f"{path}.events[{ei}]"
             if not isinstance(event, dict):
-                raise RecordError(epath, "a JSON object")
+                raise RecordError(epath, "a JSON object", describe(event))
             ts = nanos(event.get("timeUnixNano", start), f"{epath}.timeUnixNano")
             attrs = attributes(event.get("attributes"))
             name = str(event.get("name", ""))
@@ -242,7 +242,7 @@ class OtlpEmitter:
             for di, point in enumerate(_list(body, "dataPoints", f"{path}.{shape}")):
                 dpath = f"{path}.{shape}.dataPoints[{di}]"
                 if not isinstance(point, dict):
-                    raise RecordError(dpath, "a JSON object")
+                    raise RecordError(dpath, "a JSON object", describe(point))
                 ts = nanos(point.get("timeUnixNano"), f"{dpath}.timeUnixNano")
                 attrs = {"metric_type": shape, "attributes": attributes(point.get("attributes"))}
                 if shape in ("gauge", "sum"):
@@ -250,7 +250,7 @@ class OtlpEmitter:
                     try:
                         value, point_unit = float(raw), unit
                     except (TypeError, ValueError) as e:
-                        raise RecordError(f"{dpath}.asDouble", f"a number, got {raw!r:.40}") from e
+                        raise RecordError(f"{dpath}.asDouble", "a number", describe(raw)) from e
                     if shape == "sum":
                         attrs["monotonic"] = bool(body.get("isMonotonic"))
                 else:  # distributions: the row's value is the count, the shape goes to attrs

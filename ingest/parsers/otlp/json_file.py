@@ -6,7 +6,7 @@ from __future__ import annotations
 import orjson
 import re2  # linear time: detection runs this on every uploaded file
 
-from ingest.events import EventSink, ParseError, ParseReport
+from ingest.events import EventSink, ParseError, ParseReport, json_error_got
 from ingest.io import read_all, read_head
 from ingest.parsers.otlp.common import OtlpEmitter
 from ingest.parsers.telemetry import iter_json_lines
@@ -35,7 +35,8 @@ def parse(path, sink: EventSink, report: ParseReport) -> None:
         doc = orjson.loads(data)
     except orjson.JSONDecodeError as e:
         if not _is_json_lines(data):
-            raise ParseError(str(path), _position(data, e.pos), f"valid JSON ({e.msg})") from None
+            raise ParseError(str(path), _position(data, e.pos), "valid JSON",
+                             got=json_error_got(data, e.pos, e.msg)) from None
         _parse_lines(path, emitter, report)
     else:
         emitter.document(doc)

@@ -27,15 +27,15 @@ SOURCE = "otlp"
 
 
 class WireError(Exception):
-    def __init__(self, offset: int, expected: str):
-        self.offset, self.expected = offset, expected
+    def __init__(self, offset: int, expected: str, got: str):
+        self.offset, self.expected, self.got = offset, expected, got
 
 
 def _varint(data: bytes, pos: int) -> tuple[int, int]:
     result = shift = 0
     while True:
         if pos >= len(data):
-            raise WireError(pos, "a complete varint (the data ends inside one)")
+            raise WireError(pos, "a complete varint", "the end of the data inside one")
         b = data[pos]
         result |= (b & 0x7F) << shift
         pos += 1
@@ -43,7 +43,7 @@ def _varint(data: bytes, pos: int) -> tuple[int, int]:
             return result, pos
         shift += 7
         if shift > 63:
-            raise WireError(pos, "a varint of at most 10 bytes")
+            raise WireError(pos, "a varint of at most 10 bytes", "a longer one")
 
 
 def records(data: bytes):
@@ -53,11 +53,11 @@ def records(data: bytes):
         start = pos
         tag, pos = _varint(data, pos)
         if tag != 0x0A:  # field 1, wire type 2 (length-delimited)
-            raise WireError(start, f"a field-1 length-delimited record tag (0x0a), got 0x{tag:x}")
+            raise WireError(start, "a field-1 length-delimited record tag (0x0a)", f"tag 0x{tag:x}")
         size, pos = _varint(data, pos)
         if pos + size > len(data):
-            raise WireError(start, f"a record of {size:,} bytes, but only {len(data) - pos:,} remain "
-                                   "(the file is truncated)")
+            raise WireError(start, f"a record of {size:,} bytes",
+                            f"only {len(data) - pos:,} bytes left (the file is truncated)")
         yield start, data[pos:pos + size]
         pos += size
 
@@ -137,12 +137,14 @@ def parse(path, sink: EventSink, report: ParseReport) -> None:
             emitter.document({key: [json_format.MessageToDict(msg)]}, where=f"record {index} (byte {offset}): ")
     except WireError as e:
         if emitter.good == 0:
-            raise ParseError(str(path), f"byte {e.offset}", f"an OTLP protobuf request: {e.expected}") from None
-        report.warn(f"byte {e.offset}: {e.expected}; the rest of the file is ignored")
+            raise ParseError(str(path), f"byte {e.offset}", f"an OTLP protobuf request: {e.expected}",
+                             got=e.got) from None
+        report.warn(f"byte {e.offset}: expected {e.expected}; got {e.got}; the rest of the file is ignored")
         report.skipped["truncated protobuf tail"] += 1
     if index < 0:
-        raise ParseError(str(path), "byte 0", "an OTLP protobuf request with at least one resource record")
+        raise ParseError(str(path), "byte 0", "an OTLP protobuf request with at least one resource record",
+                         got="an empty request")
     if emitter.good == 0 and emitter.first_error is None:
-        raise ParseError(str(path), "byte 0", "an OTLP ExportTrace/Logs/MetricsServiceRequest "
-                                              "(no record decoded as spans, logs or metrics)")
+        raise ParseError(str(path), "byte 0", "an OTLP ExportTrace/Logs/MetricsServiceRequest",
+                         got=f"{index + 1:,} records, none decoded as spans, logs or metrics")
     emitter.finish()

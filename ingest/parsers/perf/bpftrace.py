@@ -17,6 +17,7 @@ import re2  # linear time: detection and parsing run these on untrusted lines
 
 from ingest.clock import Clock
 from ingest.events import EventSink, ParseError, ParseReport, clamp_int
+from ingest.io import no_line_matched
 from ingest.parsers.telemetry import iter_lines
 
 FORMAT = "bpftrace"
@@ -74,7 +75,8 @@ def parse(path, sink: EventSink, report: ParseReport) -> None:
     if hist is not None:
         maps += _emit_hist(sink, hist, last_ts)
     if not events and not maps:
-        raise ParseError(str(path), "line 1", "bpftrace output: '<nsecs> key=value ...' lines or @map prints")
+        raise ParseError(str(path), "line 1", "bpftrace output: '<nsecs> key=value ...' lines or @map prints",
+                         got=no_line_matched(path))
     report.set_clock(Clock(
         "monotonic", "bpftrace nsecs: kernel monotonic ns since boot; give the wall-clock offset in "
                      "tracedoc-clock.json to align them" if events else "maps printed at exit only"))

@@ -14,6 +14,7 @@ import re2  # linear time: these patterns run on untrusted lines, detection incl
 
 from ingest.clock import Clock
 from ingest.events import EventSink, ParseError, ParseReport
+from ingest.io import no_line_matched
 from ingest.parsers.telemetry import iter_lines, seconds_to_ns
 
 FORMAT = "perf_script"
@@ -84,7 +85,8 @@ def parse(path, sink: EventSink, report: ParseReport) -> None:
     if sample is not None:
         _emit(sink, sample)
     if not samples:
-        raise ParseError(str(path), "line 1", "perf script samples ('comm pid [cpu] time: period event:')")
+        raise ParseError(str(path), "line 1", "perf script samples ('comm pid [cpu] time: period event:')",
+                         got=no_line_matched(path))
     report.meta["perf_header"] = header
     report.set_clock(_clock(header, timed, unix))
 

@@ -16,6 +16,7 @@ import re2  # linear time: these patterns run on untrusted lines
 
 from ingest.clock import Clock
 from ingest.events import EventSink, ParseError, ParseReport
+from ingest.io import no_line_matched
 from ingest.parsers.telemetry import iter_lines
 
 FORMAT = "perf_trace"
@@ -61,7 +62,7 @@ def parse(path, sink: EventSink, report: ParseReport) -> None:
             report.skipped["line that is neither a syscall nor a summary row"] += 1
     if not calls and not summary_rows:
         raise ParseError(str(path), "line 1", "perf trace lines ('ts ( dur ms): comm/tid call(args) = ret') "
-                                              "or a 'Summary of events' table")
+                                              "or a 'Summary of events' table", got=no_line_matched(path))
     if calls:
         report.set_clock(Clock("relative", "perf trace times are ms since the trace started; give the "
                                                 "wall-clock start in tracedoc-clock.json to align them"))

@@ -19,7 +19,7 @@ import orjson
 import re2  # linear time, as everything that matches upload text
 
 from ingest.clock import Clock
-from ingest.events import EventSink, ParseError, ParseReport, clamp_int
+from ingest.events import EventSink, ParseError, ParseReport, clamp_int, describe
 from ingest.io import decode_json, read_all
 from ingest.safe_pickle import is_pickle, loads as safe_loads
 
@@ -44,7 +44,8 @@ def parse(path: Path, sink: EventSink, report: ParseReport) -> None:
     data = read_all(path, MAX_DUMP_BYTES)
     dump = _decode(data, str(path))
     if not isinstance(dump, dict) or not ("entries" in dump or "pg_status" in dump):
-        raise ParseError(str(path), "top level", "a flight-recorder dump: a dict with 'entries' and 'pg_status'")
+        raise ParseError(str(path), "top level", "a flight-recorder dump: a dict with 'entries' and 'pg_status'",
+                         got=describe(dump))
     rank = _rank_from_name(Path(path).name)
     pg_config = _pg_config(dump.get("pg_config"))
     report.meta.update({
@@ -59,7 +60,7 @@ def parse(path: Path, sink: EventSink, report: ParseReport) -> None:
     })
     entries = dump.get("entries") or []
     if not isinstance(entries, list):
-        raise ParseError(str(path), "key 'entries'", "a list of collective records")
+        raise ParseError(str(path), "key 'entries'", "a list of collective records", got=describe(entries))
     latest = _emit_entries(entries, rank, sink, report)
     _emit_pg_status(dump.get("pg_status"), pg_config, rank, latest, sink, report)
 

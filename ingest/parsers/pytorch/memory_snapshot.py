@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ingest.clock import Clock
-from ingest.events import EventSink, ParseError, ParseReport, clamp_int, dumps_attrs
+from ingest.events import EventSink, ParseError, ParseReport, clamp_int, dumps_attrs, describe
 from ingest.io import env_int, read_all
 from ingest.safe_pickle import MAX_PICKLE_BYTES, is_pickle, loads
 
@@ -76,10 +76,12 @@ def parse(path: Path, sink: EventSink, report: ParseReport) -> None:
                     "no history of allocations (record it with torch.cuda.memory._record_memory_history)")
     if not isinstance(snap, dict) or not isinstance(snap.get("segments"), list):
         raise ParseError(str(path), "top level", "a memory snapshot: a dict with a 'segments' list, "
-                                                 "or the list of segments torch.cuda.memory_snapshot() returns")
+                                                 "or the list of segments torch.cuda.memory_snapshot() returns",
+                         got=describe(snap) if not isinstance(snap, dict) else
+                         f"'segments' as {describe(snap['segments'])}" if "segments" in snap else describe(snap))
     traces = snap.get("device_traces") or []
     if not isinstance(traces, list):
-        raise ParseError(str(path), "key 'device_traces'", "a list (one action list per device)")
+        raise ParseError(str(path), "key 'device_traces'", "a list (one action list per device)", got=describe(traces))
     check_expansion(str(path), traces, snap["segments"], len(data))
     del data
     taken_at = _emit_trace_actions(traces, sink, report)
@@ -115,8 +117,9 @@ def check_expansion(path: str, traces: list, segments: list, pickle_bytes: int) 
         counted += n
         if counted > allowed:
             raise ParseError(path, where, f"at most {allowed:,} records for a snapshot of {pickle_bytes:,} "
-                             f"bytes ({RECORDS_PER_BYTE} per byte, TRACEDOC_MAX_SNAPSHOT_RECORDS in all): "
-                             "shared references in the pickle repeat records without storing them")
+                             f"bytes ({RECORDS_PER_BYTE} per byte, TRACEDOC_MAX_SNAPSHOT_RECORDS in all)",
+                             got=f"more than {allowed:,} (shared references in the pickle repeat records "
+                             "without storing them)")
 
     for device, actions in enumerate(traces):
         if isinstance(actions, list):

@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 
 from ingest.clock import Clock
-from ingest.events import EventSink, ParseError, ParseReport
+from ingest.events import EventSink, ParseError, ParseReport, describe
 from ingest.io import decode_json, read_all
 
 FORMAT = "memory_stats"
@@ -34,11 +34,11 @@ def parse(path: Path, sink: EventSink, report: ParseReport) -> None:
     data = read_all(path, MAX_BYTES)
     doc = decode_json(data, path)
     if not isinstance(doc, dict):
-        raise ParseError(str(path), "top level", "a JSON object of memory statistics")
+        raise ParseError(str(path), "top level", "a JSON object of memory statistics", got=describe(doc))
     phases = _phases(doc)
     if not phases:
         raise ParseError(str(path), "top level", "torch.cuda.memory_stats() keys such as "
-                         "'reserved_bytes.all.current', flat or grouped by phase")
+                         "'reserved_bytes.all.current', flat or grouped by phase", got=describe(doc))
     cols: dict[str, list] = {c: [] for c in ("kind", "name", "value", "unit", "attrs", "loc")}
     for phase, stats in phases:
         for key, value in stats.items():

@@ -15,7 +15,7 @@ import numpy as np
 import re2  # linear time: detection runs this on every uploaded file
 
 from ingest.clock import Clock
-from ingest.events import EventSink, ParseError, ParseReport
+from ingest.events import EventSink, ParseError, ParseReport, describe
 from ingest.io import decode_json, read_all
 
 FORMAT = "memory_timeline"
@@ -38,7 +38,7 @@ def parse(path: Path, sink: EventSink, report: ParseReport) -> None:
     data = read_all(path, MAX_BYTES)
     rows = decode_json(data, path, expected="a complete JSON list of [ts, action, bytes, category]")
     if not isinstance(rows, list):
-        raise ParseError(str(path), "top level", "a JSON list of [ts, action, bytes, category]")
+        raise ParseError(str(path), "top level", "a JSON list of [ts, action, bytes, category]", got=describe(rows))
     index = [i for i, r in enumerate(rows) if isinstance(r, list) and len(r) == 4
              and all(isinstance(v, int) and not isinstance(v, bool) for v in r)
              and r[1] in ACTIONS and 0 <= r[3] < len(CATEGORIES)]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ingest.clock import Clock
 from ingest.events import EventSink, ParseError, ParseReport, clamp_int
+from ingest.io import no_line_matched
 from ingest.parsers.telemetry import first_json_object, iter_json_lines
 
 FORMAT = "token_latency"
@@ -42,7 +43,8 @@ def parse(path, sink: EventSink, report: ParseReport) -> None:
         sink.emit(ts=start, dur=dur, kind="span", name="decode_step", loc=loc, attrs=attrs)
         sink.emit(ts=start, kind="sample", name="token_latency", value=dur / 1e6, unit="ms", loc=loc, attrs=attrs)
     if not good:
-        raise ParseError(str(path), "line 1", "JSON lines with a step, a start time (start_ns) and a latency")
+        raise ParseError(str(path), "line 1", "JSON lines with a step, a start time (start_ns) and a latency",
+                         got=no_line_matched(path))
     report.set_clock(Clock("unix", "start times are ns since the Unix epoch"))
 
 
