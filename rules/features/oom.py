@@ -39,6 +39,7 @@ CAPTURE_TEXT = re.compile(r"capture cuda graph|cuda_graph_runner|torch/cuda/grap
                           r"stream is capturing|capturing (?:cuda ?graphs?|cudagraphs?)|"
                           r"instantiat\w{0,4} (?:a |the )?(?:cuda|gpu) graph|cu(?:da)?GraphInstantiate|end stream capture",
                           re.I)
+CAPTURE_ENDED = "The CUDA Graph is empty"  # torch.cuda.graphs' warning after capture_end() of an empty graph
 CAPTURE_WINDOW_LINES = 5000     # a capture-start log line this close before the OOM, with no end between
 GIB = 2**30
 CAUSE_LABELS = {"process_cap": "a per-process memory cap", "capacity": "the device's capacity",
@@ -395,6 +396,8 @@ def _in_profiled_capture(row: dict, regions: list[tuple[int, int, int, int]]) ->
 
 def _capture_evidence(near: _LogContext, group: list, regions: list) -> str:
     """Why this OOM counts as raised inside CUDA Graph capture ("" when nothing says so)."""
+    if any(_capture_ended_above(near, row) for row, _, _ in group):
+        return ""  # torch warned from capture_end() just before: that capture is over (and recorded nothing)
     for _row, a, _ in group:
         if a.get("capture_site"):
             return f"the traceback runs through {a['capture_site']}"
@@ -415,6 +418,15 @@ def _mentions_graph_capture(text: str) -> bool:
     """Plain substring tests (no backtracking on long lines): "cudagraph", or capture and graph."""
     low = text.lower()
     return "cudagraph" in low or "cuda_graph" in low or ("captur" in low and "graph" in low)
+
+
+def _capture_ended_above(near: _LogContext, row: dict) -> bool:
+    """The lines right above the OOM (or its traceback) hold capture_end()'s empty-graph warning."""
+    no = _line_no(row.get("loc", ""))
+    if no is None:
+        return False
+    return any(CAPTURE_ENDED in str(_attrs(raw).get("text") or "")
+               for raw in near.attrs_at(str(row["artifact"]), tuple(f"line {no - k}" for k in (1, 2, 3))))
 
 
 def _announced_capture(near: _LogContext, row: dict) -> str:

@@ -68,7 +68,14 @@ watchdog frames as undetermined; the DETAIL mismatch with spaces inside words as
 worker deaths at the floor; and no false alarm on ten healthy excerpts (a W-level TF_FORCE_GPU_ALLOW_GROWTH notice,
 "Overriding num_gpu_blocks=0", NET/IB "No device found" with the socket fallback, the empty-graph UserWarning).
 
-Fix hypotheses (not made here; rules are not changed in a blind round):
+Fixed after the round (tests with other wordings in tests/ingest/parsers/test_cuda_error_messages.py and
+tests/rules/test_oom_after_capture.py): vllm_49101, as hypothesised below (a CUDA extension's CUDACHECK wording
+"Cuda error <file>:<line> '<message>'" is read like NCCL's quoted "Cuda failure '<message>'"); pytorch_93378 (the
+"The CUDA Graph is empty" warning right above an OOM says the capture is over). **35 of 37**, 0 false alarms. Left as
+strict xfails: vllm_40937 (a traceback flattened into one line by the page that quoted it) and aria_24 (free plus
+cached above the request, read as fragmentation: an expert can argue either way, and the label is kept as written).
+
+Fix hypotheses written with the blind score (rules are not changed in a blind round):
 - vllm_40937: let logs.lines find "torch.OutOfMemoryError: CUDA out of memory" / "CUDA out of memory. Tried to allocate"
   anywhere in a line (a flattened traceback), and count vLLM's profile_cudagraph_memory / _warmup_and_capture frames as
   capture evidence.
@@ -84,4 +91,4 @@ from __future__ import annotations
 from tests.acceptance.findings import blind_round
 
 test_the_round_is_what_its_docstring_says, test_diagnosed_as_labelled = blind_round(
-    "open_world_r15", files=37, healthy=10, xfails=4)
+    "open_world_r15", files=37, healthy=10, xfails=2)

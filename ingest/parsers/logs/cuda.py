@@ -122,7 +122,9 @@ _DRIVER_NAME = re.compile(r"\bCUDA_ERROR_([A-Z_]+)")
 _CODE = re.compile(r"\bCUDA (?:failure|error) (\d{1,4})\b|\berror code[ =:]+(\d{3})\b|CudaAPIError: \[(\d{1,4})\]")
 # NCCL quotes cudaGetErrorString whole ("Cuda failure 'invalid argument'", "Cuda failure 2 'out of
 # memory'"): inside those quotes even the generic messages name their error
-_QUOTED = re.compile(r"\bCuda failure (?:\d{1,4} )?'([^'\n]{3,120})'")
+_QUOTED = re.compile(r"\bCuda failure (?:\d{1,4} )?'([^'\n]{3,120})'|"
+                     # CUDA extensions' CUDACHECK: "Failed: Cuda error /workspace/csrc/custom_all_reduce.cuh:455 'invalid argument'"
+                     r"\b(?:Cuda|CUDA|cuda) error [^\s']{1,200}:\d{1,6} '([^'\n]{3,120})'")
 # Messages that only make sense as CUDA errors ("out of memory", "invalid argument" and
 # "unknown error" are too generic to recognise without a name or code).
 _MESSAGES = [(msg, _BY_NAME[name]) for name, _, msg in CUDA_ERRORS if name not in _GENERIC]
@@ -220,9 +222,9 @@ def find_cuda_error(text: str) -> tuple[str, int] | None:
         for msg, hit in _PREFIXED_MESSAGES:
             if said.startswith(msg):
                 return hit
-    m = _QUOTED.search(text) if "Cuda failure" in text else None
-    if m and m.group(1) in _BY_MESSAGE:
-        return _BY_MESSAGE[m.group(1)]
+    m = _QUOTED.search(text) if "Cuda failure" in text or " error /" in text else None
+    if m and (m.group(1) or m.group(2)) in _BY_MESSAGE:
+        return _BY_MESSAGE[m.group(1) or m.group(2)]
     m = _CODE.search(text)
     if m:
         code = int(m.group(1) or m.group(2) or m.group(3))  # numba: "CudaAPIError: [700] Call to ..."

@@ -26,6 +26,11 @@ REAL_LINES = [  # (line as posted, error it names)
      'current devices!")', "cudaErrorNoKernelImageForDevice"),
     ("GpuArrayException: CUDA_ERROR_NO_BINARY_FOR_GPU: no kernel image is available for execution on the device",
      "cudaErrorNoKernelImageForDevice"),
+    # CUDA extensions' CUDACHECK: "Failed: Cuda error <file>:<line> '<message>'" (vLLM's custom all-reduce,
+    # vllm-project/vllm OLMoE -tp 2; DeepEP's internode kernels, a fault)
+    ("Failed: Cuda error /workspace/csrc/custom_all_reduce.cuh:336 'invalid argument'", "cudaErrorInvalidValue"),
+    ('HOST_INTERNODE_DISPATCH_ERROR {"local_rank":3,"error":"Failed: CUDA error /tmp/DeepEP/csrc/kernels/'
+     "internode.cu:346 'an illegal memory access was encountered'\"}", "cudaErrorIllegalAddress"),
     # the longest message wins: 900 begins with 800's words
     ("RuntimeError: CUDA error: operation not permitted when stream is capturing", "cudaErrorStreamCaptureUnsupported"),
     ("RuntimeError: CUDA error: operation not permitted", "cudaErrorNotPermitted"),
