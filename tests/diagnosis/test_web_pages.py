@@ -64,7 +64,7 @@ def test_progress_partial_polls_until_finished_then_reloads(logged_in, infra):
     partial = logged_in.get(f"/traces/{trace.pk}/progress/", HTTP_HX_REQUEST="true")
     assert 'hx-trigger="every 1s"' in partial.content.decode()
     trace.transition("parsing")
-    trace.transition("failed", error="x.log: byte 0: the file is empty")
+    trace.transition("failed", error="x.log: byte 0: expected a trace, log or dump; got an empty file")
     finished = logged_in.get(f"/traces/{trace.pk}/progress/", HTTP_HX_REQUEST="true")
     assert finished["HX-Refresh"] == "true"
 
@@ -75,7 +75,7 @@ def test_a_parsed_trace_page_shows_its_artifacts_table(logged_in, infra, alice, 
     trace = create_trace(infra, alice, [SimpleUploadedFile(p.name, p.read_bytes()) for p in sorted(folder.iterdir())])
     parse_trace(trace.pk)
     body = logged_in.get(f"/traces/{trace.pk}/").content.decode()
-    assert 'id="artifacts"' in body and "kineto" in body and "the file is empty" in body
+    assert 'id="artifacts"' in body and "kineto" in body and "expected a trace, log or dump; got an empty file" in body
 
 
 def test_a_failed_trace_page_says_why(logged_in, infra):
