@@ -1,6 +1,6 @@
 """The slim `tracedoc-client` distribution (clients/python/) as a CI job installs it: its wheel
-built here offline, installed with `pip install --no-deps --no-index` into a bare virtual
-environment (no Django, pandas, pyarrow, requests), then `tracedoc-client` submits a corpus
+built here offline, installed with its one dependency (msgspec) by `pip install --no-index` into a
+bare virtual environment (no Django, pandas, pyarrow, requests), then `tracedoc-client` submits a corpus
 trace to a running tracedoc (gunicorn + a Celery worker on PostgreSQL and Redis,
 tests/support/stack.py) and gates on the diagnosis, and a refused upload's problem document
 reaches the user."""
@@ -41,7 +41,10 @@ def test_the_wheel_installs_alone_and_answers_help(client_venv, tmp_path):
 def test_the_client_has_the_servers_version():
     server = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
     client = tomllib.loads((ROOT / "clients" / "python" / "pyproject.toml").read_text())["project"]
-    assert client["version"] == server and client["dependencies"] == []
+    assert client["version"] == server
+    # one dependency, msgspec, in the server's own range
+    servers = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    assert client["dependencies"] == [d for d in servers if d.startswith("msgspec")]
 
 
 def test_a_submit_round_trip_gates_on_the_diagnosis(client_venv, stack, corpus_dir, tmp_path):
