@@ -20,10 +20,10 @@ REAL_LINES = [  # (line as posted, error it names)
     # llama.cpp on ROCm and CUDA: a kernel built for another architecture, a bad launch argument
     ("CUDA error: invalid device function", "cudaErrorInvalidDeviceFunction"),
     ("0.11.348.725 E CUDA error: invalid argument", "cudaErrorInvalidValue"),
-    # a binary with no code for this GPU's architecture, in HIP's words (ROCm/hip#2166, rocclr) and the driver
-    # API's (Theano/libgpuarray#289)
-    ('/work/HIP/rocclr/hip_code_object.cpp:92: guarantee(false && "hipErrorNoBinaryForGpu: Coudn\'t find binary for '
-     'current devices!")', "cudaErrorNoKernelImageForDevice"),
+    # a binary with no code for this GPU's architecture, in HIP's words (rocm-arch/tensorflow-rocm#21, rocclr)
+    # and the driver API's (Theano/libgpuarray#289)
+    ('/build/hip-rocclr/src/HIP-rocm-4.0.0/rocclr/hip_code_object.cpp:120: guarantee(false && "hipErrorNoBinaryForGpu: '
+     'Coudn\'t find binary for current devices!")', "cudaErrorNoKernelImageForDevice"),
     ("GpuArrayException: CUDA_ERROR_NO_BINARY_FOR_GPU: no kernel image is available for execution on the device",
      "cudaErrorNoKernelImageForDevice"),
     # CUDA extensions' CUDACHECK: "Failed: Cuda error <file>:<line> '<message>'" (vLLM's custom all-reduce,
