@@ -95,18 +95,23 @@ def build(out: Path) -> Path:
         raise IncompleteClient("; ".join(missing))
     project = tomllib.loads((HERE / "pyproject.toml").read_text())["project"]
     dist = project["name"].replace("-", "_")
-    files = contents()
-    record = f"{dist}-{project['version']}.dist-info/RECORD"
-    files[record] = ("".join(_record_line(p, d) for p, d in files.items()) + f"{record},,\n").encode()
     out.mkdir(parents=True, exist_ok=True)
     wheel = out / f"{dist}-{project['version']}-py3-none-any.whl"
+    write_wheel(wheel, contents(), f"{dist}-{project['version']}.dist-info")
+    return wheel
+
+
+def write_wheel(wheel: Path, files: dict[str, bytes], info: str) -> None:
+    """`files` (by their path inside the wheel) as a wheel with its RECORD, the same bytes for
+    the same files."""
+    record = f"{info}/RECORD"
+    files = {**files, record: ("".join(_record_line(p, d) for p, d in files.items()) + f"{record},,\n").encode()}
     with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as z:
         for path, data in files.items():
             entry = zipfile.ZipInfo(path, ZIP_TIME)
             entry.external_attr = 0o644 << 16
             entry.compress_type = zipfile.ZIP_DEFLATED
             z.writestr(entry, data)
-    return wheel
 
 
 def main(argv: list[str] | None = None) -> int:
