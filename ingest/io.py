@@ -86,6 +86,10 @@ class DecompressionBound:
                              got=f"{decompressed / max(compressed, 1):,.0f}:1 (possible decompression bomb)")
 
 
+# a refusal's 'got' for a gzip stream cut short
+TRUNCATED_GZIP = "a stream that ends early (the file is truncated)"
+
+
 def env_int(name: str, default: int) -> int:
     """A bound from the environment (the engine runs without Django: the CLI, the worker and
     the web process all read the same variables)."""
@@ -210,7 +214,7 @@ def read_head(path: Path | str, n: int = HEAD_BYTES) -> bytes:
     make sense of half a file (larger files are checked by their parser as it streams)."""
     path = Path(path)
     truncated = ParseError(path.name, f"compressed byte {path.stat().st_size:,}",
-                           "a complete gzip stream", got="a stream that ends early (the file is truncated)")
+                           "a complete gzip stream", got=TRUNCATED_GZIP)
     try:
         with open_bytes(path) as f:
             head = f.read(n)
@@ -274,7 +278,7 @@ def read_all(path: Path | str, limit: int | None = None) -> bytes:
             return f.read()
     except EOFError as e:
         raise ParseError(str(path), "end of file", "a complete gzip stream",
-                         got="a stream that ends early (the file is truncated)") from e
+                         got=TRUNCATED_GZIP) from e
     except gzip.BadGzipFile as e:
         raise ParseError(str(path), "gzip header", "a valid gzip stream", got=f"a bad header ({e})") from e
     except ParseError:

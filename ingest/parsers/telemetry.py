@@ -11,7 +11,7 @@ from typing import Iterator
 import orjson
 
 from ingest.events import EventSink, ParseError, ParseReport
-from ingest.io import open_bytes
+from ingest.io import TRUNCATED_GZIP, open_bytes
 
 # NVML's nvmlClocksEventReason* bits (formerly nvmlClocksThrottleReason*), nvml.h.
 CLOCK_EVENT_REASONS = {
@@ -70,7 +70,7 @@ def iter_lines(path: Path) -> Iterator[tuple[int, str]]:
                 yield lineno, raw[:MAX_LINE].decode("utf-8", "replace").rstrip("\r\n")
     except EOFError as e:
         raise ParseError(str(path), f"line {lineno + 1}", "a complete gzip stream",
-                         got="a stream that ends early (the file is truncated)") from e
+                         got=TRUNCATED_GZIP) from e
     except OSError as e:
         raise ParseError(str(path), f"line {lineno + 1}", "a readable gzip stream", got=f"damaged data ({e})") from e
 
