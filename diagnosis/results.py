@@ -176,7 +176,7 @@ class Report(msgspec.Struct, frozen=True, kw_only=True):
 
     def to_dict(self) -> dict:
         """The JSON report as Python values (what a JSON column stores)."""
-        return _DECODER.decode(self.to_json())
+        return json_values(self)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "Report":

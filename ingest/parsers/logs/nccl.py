@@ -182,7 +182,6 @@ _COMPLETE = (
     ("Termination timeout", re.compile(r"\d ?(?:seconds|s) exceeded")),
     ("Assertion `", re.compile(r"`\s{0,8}failed")),    # a device-side assertion before its " failed."
 )
-MAX_WRAP_LINES = 4
 
 
 def record_incomplete(text: str) -> bool:
