@@ -15,8 +15,8 @@ WORKDIR /app
 # The build context is the project less what .dockerignore leaves out (local state, tests,
 # tooling): every app in INSTALLED_APPS ships without a line here (tests/tracedoc/test_image.py).
 COPY . ./
-# gcc builds the Kineto window scanner (ingest/parsers/kineto/_scan.c) and the row copy
-# (ingest/_gather.c), then goes: without it the install still works, ~2x slower. Editable, so the
+# gcc builds the Kineto window scanner (ingest/engine/parsers/kineto/_scan.c) and the row copy
+# (ingest/engine/_gather.c), then goes: without it the install still works, ~2x slower. Editable, so the
 # extensions are built beside the sources in /app, where `python manage.py`, gunicorn and celery
 # import the apps from (a plain install would build them into site-packages, unused).
 RUN apt-get update && apt-get install -y --no-install-recommends gcc libc6-dev \

@@ -11,7 +11,7 @@ APPS    := tracedoc accounts ingest rules diagnosis cli agent alerts hosts otlp_
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml ingest/parsers/kineto/_scan.c ingest/_gather.c
+$(STAMP): pyproject.toml ingest/engine/parsers/kineto/_scan.c ingest/engine/_gather.c
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[torch,test]'

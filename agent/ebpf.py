@@ -1,6 +1,6 @@
 """An eBPF capture window: bpftrace with `host_stalls.bt` (uprobes on libcudart's synchronize
 calls, and its launches when asked; futex waits per thread) for a bounded time, its output in the format
-ingest/parsers/perf/bpftrace.py reads.
+ingest/engine/parsers/perf/bpftrace.py reads.
 
 Off unless asked for (`--ebpf`). Where it cannot run, `unavailable_reason` says why in one
 line (no bpftrace, no privilege, kernel lockdown, libcudart not found) and the agent goes on

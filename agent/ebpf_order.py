@@ -28,7 +28,7 @@ from agent.hook import take_order, write_json
 log = logging.getLogger(__name__)
 
 EBPF = "ebpf"
-MAX_DURATION_S = 300.0   # the ceiling rules.capture_plans puts on duration_s
+MAX_DURATION_S = 300.0   # the ceiling rules.engine.capture_plans puts on duration_s
 DEFAULT_DURATION_S = 30.0
 
 

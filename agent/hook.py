@@ -231,7 +231,7 @@ class CaptureHook:
         activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
         self._profiler = profile(activities=activities)
         # ProfilerStep#N spans around each step (torch writes them only with a schedule): the
-        # server reads a window's steps from them (rules.features.slow_steps)
+        # server reads a window's steps from them (rules.engine.features.slow_steps)
         self._profiler.record_steps = True
         self._profiler.start()
         self._steps_left = steps

@@ -1,6 +1,6 @@
 """`nvml_burst` capture orders, which the agent takes itself (no program hook is involved):
 NVML read at BURST_INTERVAL_S for the order's `duration_s`, written as the JSON lines
-ingest/parsers/nvml/jsonl.py reads, into the order's result folder (agent.hook's layout:
+ingest/engine/parsers/nvml/jsonl.py reads, into the order's result folder (agent.hook's layout:
 `results/<id>/` then `results/<id>.done.json`), where OnDemand ships it like any capture.
 
 Why a burst: the agent samples at 10 Hz and nvidia-smi loggers at 1 Hz, too coarse to see a
@@ -24,7 +24,7 @@ log = logging.getLogger(__name__)
 
 NVML_BURST = "nvml_burst"
 BURST_INTERVAL_S = 0.01   # 100 Hz: ten times the agent's own rate
-MAX_DURATION_S = 300.0    # the ceiling rules.capture_plans puts on duration_s
+MAX_DURATION_S = 300.0    # the ceiling rules.engine.capture_plans puts on duration_s
 WRITE_EVERY_S = 1.0       # the buffer goes to the file this often (and at the end)
 
 

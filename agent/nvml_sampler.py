@@ -1,4 +1,4 @@
-"""NVML sampling into JSON lines, the format `ingest/parsers/nvml/jsonl.py` reads.
+"""NVML sampling into JSON lines, the format `ingest/engine/parsers/nvml/jsonl.py` reads.
 
 One line per device per sample:
   {"ts_ns": ..., "host": ..., "gpu": 0, "util_gpu": 37, "util_mem": 12, "mem_used": ..., "mem_free": ...,

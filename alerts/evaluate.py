@@ -13,7 +13,7 @@ from alerts.message import AlertMessage
 from alerts.models import Alert, AlertRule, Delivery
 from diagnosis.models import ClusterRecord, ClusterSighting, ClusterTransition, FindingRecord
 from ingest.models import Trace
-from rules.loader import load_rule_dirs
+from rules.engine.loader import load_rule_dirs
 from rules.models import TeamRule
 
 

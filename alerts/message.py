@@ -10,7 +10,7 @@ from django.urls import reverse
 
 from diagnosis.models import ClusterRecord
 from ingest.models import Trace
-from rules.severity import RANK
+from rules.engine.severity import RANK
 
 
 AGENT_TRIGGERS = {"agent_stale": "Stale agent:", "agent_recovered": "Recovered:"}  # alerts.agent_health

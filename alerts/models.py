@@ -19,7 +19,7 @@ from alerts.redact import mask_url
 from alerts.url_guard import UnsafeDestination, check_url
 from diagnosis.models import ClusterRecord
 from ingest.models import LABEL_KEY, Trace
-from rules.severity import SEVERITIES, at_least
+from rules.engine.severity import SEVERITIES, at_least
 
 
 class TeamScopedQuerySet(models.QuerySet):

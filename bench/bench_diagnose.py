@@ -16,7 +16,7 @@ For each, in the same run and each in a fresh subprocess:
   moves by +-10% with the VM's other work). Memory: the highest peak RSS. The project's
   bytecode is compiled first, as `make install` does; each file is synced to disk and
   diagnosed once unmeasured (the rule pack's cache; the file's pages cached for both tools).
-  The event table's big text columns live in a spill file read through a map (ingest/spill.py):
+  The event table's big text columns live in a spill file read through a map (ingest/engine/spill.py):
   its page cache, which the kernel can drop, is not in the peak RSS; the pages read are.
 * HTA: `TraceAnalysis(trace_dir=...)`, the load alone (imports excluded), as in
   bench.bench_kineto_parse: wall clock, CPU time and VmHWM.

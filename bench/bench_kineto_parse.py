@@ -36,7 +36,7 @@ def build_trace(out: Path, min_mb: float, transform: Callable[[list[dict]], list
     laid out on indented lines as libkineto writes it (real traces: fewer events per MB, and
     their args carry that white space), else compact JSON."""
     dump = _kineto_layout if kineto_layout else orjson.dumps
-    from ingest.io import read_all  # no pyarrow in importers: bench_service's driver, bench_diagnose's timed worker
+    from ingest.engine.io import read_all  # no pyarrow in importers: bench_service's driver, bench_diagnose's timed worker
     doc = orjson.loads(read_all(corpus(*SOURCE)))
     events = doc.pop("traceEvents")
     if transform is not None:
@@ -101,8 +101,8 @@ def _peak_rss_bytes() -> int:
 def worker(which: str, trace: Path) -> None:
     """Runs in a fresh interpreter: load, then print seconds and peak RSS as JSON."""
     if which == "ours":
-        from ingest import process_memory
-        from ingest.parse import parse_artifact  # pyarrow: this worker only (see build_trace)
+        from ingest.engine import process_memory
+        from ingest.engine.parse import parse_artifact  # pyarrow: this worker only (see build_trace)
         process_memory.settle()  # as a worker's pool child does (tracedoc/celery.py) and the CLI
         started = time.perf_counter()
         report = parse_artifact(trace, trace.with_suffix(".parquet"), "bench")

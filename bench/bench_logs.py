@@ -24,9 +24,9 @@ sys.path.insert(0, str(ROOT))
 
 import pyarrow as pa  # noqa: E402
 
-from ingest.events import EventSink, ParseReport  # noqa: E402
-from ingest.parsers.logs import lines as log_lines  # noqa: E402
-from ingest.parsers.logs import parser as log  # noqa: E402
+from ingest.engine.events import EventSink, ParseReport  # noqa: E402
+from ingest.engine.parsers.logs import lines as log_lines  # noqa: E402
+from ingest.engine.parsers.logs import parser as log  # noqa: E402
 
 SOURCES = (ROOT.parent / "shared" / "corpus" / "public" / "logs", ROOT / "tests" / "fixtures" / "open_world")
 

@@ -7,7 +7,7 @@ features once, then every rule (target: both together <= 2 s; exit status 1 when
 A baseline runs in the same process over the same rows: a plain pandas selection, a regex
 over the categorical names and a 1 s tumbling-window count; the pack's time is printed as a
 multiple of it, which stays comparable on a busy machine. The trace h200/fragmented_decode
-is parsed once with ingest.parse.parse_artifact into a temporary Parquet file, then tiled
+is parsed once with ingest.engine.parse.parse_artifact into a temporary Parquet file, then tiled
 with shifted clocks.
 """
 from __future__ import annotations
@@ -25,11 +25,11 @@ import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from ingest.parse import parse_artifact  # noqa: E402
-from rules.compiler import compile_pack  # noqa: E402
-from rules.evaluator import evaluate_rules, precompute_features  # noqa: E402
-from rules.features import TraceContext  # noqa: E402
-from rules.loader import load_rule_dirs, load_rule_text  # noqa: E402
+from ingest.engine.parse import parse_artifact  # noqa: E402
+from rules.engine.compiler import compile_pack  # noqa: E402
+from rules.engine.evaluator import evaluate_rules, precompute_features  # noqa: E402
+from rules.engine.features import TraceContext  # noqa: E402
+from rules.engine.loader import load_rule_dirs, load_rule_text  # noqa: E402
 from tests.corpus import corpus  # noqa: E402
 
 SELECTION_RULE = """

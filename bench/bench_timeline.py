@@ -24,9 +24,9 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from diagnosis.pipeline import run  # noqa: E402
-from diagnosis.timeline.index import build_index  # noqa: E402
-from diagnosis.timeline.view import view  # noqa: E402
+from diagnosis.engine.pipeline import run  # noqa: E402
+from diagnosis.engine.timeline.index import build_index  # noqa: E402
+from diagnosis.engine.timeline.view import view  # noqa: E402
 from tests.corpus import corpus  # noqa: E402
 
 TARGET_MS = 200.0

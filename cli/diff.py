@@ -10,7 +10,7 @@ import argparse
 import sys
 
 from cli.output import EXIT_BAD_INPUT, EXIT_FINDINGS, EXIT_INTERNAL, EXIT_OK, internal_error
-from rules.severity import SEVERITIES
+from rules.engine.severity import SEVERITIES
 
 
 def regression_pct(text: str) -> float:
@@ -47,10 +47,10 @@ class _Unusable(Exception):
 
 def cmd_diff(args) -> int:
     # the engine (pandas, pyarrow: ~1 s of imports) only when a diff runs, as for `diagnose`
-    from diagnosis.diff import compare
-    from diagnosis.diff.render import RENDERERS
-    from ingest.events import ParseError
-    from rules.loader import RuleError, load_rule_dirs
+    from diagnosis.engine.diff import compare
+    from diagnosis.engine.diff.render import RENDERERS
+    from ingest.engine.events import ParseError
+    from rules.engine.loader import RuleError, load_rule_dirs
 
     try:
         rules = load_rule_dirs([args.rules] if args.rules else None)
@@ -75,8 +75,8 @@ def cmd_diff(args) -> int:
 def _diagnose(path: str, rules, show_progress: bool):
     """(JSON report, figures) of one side; names its unusable files on stderr."""
     # the engine, as in cmd_diff
-    from diagnosis.pipeline import run
-    from diagnosis.trace_figures import measure
+    from diagnosis.engine.pipeline import run
+    from diagnosis.engine.trace_figures import measure
 
     measured = []
     # the diff reads the JSON form: the same contract as a stored report or a server's answer

@@ -12,7 +12,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 from cli.output import EXIT_BAD_INPUT, EXIT_INTERNAL, FORMATS, internal_error, print_report, run
 from cli.rules_parser import add_rules_parser
-from rules.severity import SEVERITIES
+from rules.engine.severity import SEVERITIES
 
 # Exit status: 0 nothing at or above --fail-on, 1 findings at or above it, 2 unusable input,
 # 3 an internal error (cli.output).
@@ -22,7 +22,7 @@ __all__ = ["EXIT_INTERNAL", "build_parser", "main"]
 def cmd_diagnose(args) -> int:
     # The engine's imports make objects that live to the end of the command; the collector
     # walked them again at each of its passes while they were made (0.04-0.07 s of ~1.2 s).
-    # It is off until they are made, then they are frozen (diagnosis.pipeline._WarmUp).
+    # It is off until they are made, then they are frozen (diagnosis.engine.pipeline._WarmUp).
     gc.disable()
     try:
         return _diagnose(args)
@@ -32,9 +32,9 @@ def cmd_diagnose(args) -> int:
 
 def _diagnose(args) -> int:
     # the engine (pandas, pyarrow: ~1 s of imports) only for the command that diagnoses here
-    from diagnosis.pipeline import run
-    from ingest.events import ParseError
-    from rules.errors import RuleError  # not rules.loader: that loads the engine (see _WarmUp)
+    from diagnosis.engine.pipeline import run
+    from ingest.engine.events import ParseError
+    from rules.engine.errors import RuleError  # not rules.engine.loader: that loads the engine (see _WarmUp)
 
     try:
         report = run(args.paths, rules_dir=args.rules, show_progress=not args.quiet)

@@ -7,13 +7,13 @@ import sys
 import traceback
 from typing import TYPE_CHECKING
 
-from rules.severity import at_least
+from rules.engine.severity import at_least
 
 if TYPE_CHECKING:  # the report types pull in the engine: loaded by the commands that diagnose
-    from diagnosis.results import Report
+    from diagnosis.engine.results import Report
 
 EXIT_OK, EXIT_FINDINGS, EXIT_BAD_INPUT = 0, 1, 2
-# what `--format` offers (diagnosis.render.RENDERERS renders each); listed here so that the
+# what `--format` offers (diagnosis.engine.render.RENDERERS renders each); listed here so that the
 # argument parsers do not import the renderers
 FORMATS = ("text", "json", "junit", "sarif", "markdown")
 # 3 an internal error: tracedoc itself failed (a bug), whatever the findings. Never 1, so CI
@@ -40,7 +40,7 @@ def print_report(report: Report, fmt: str, fail_on: str, web_url: str | None = N
     """Render the report on stdout (with the trace's web page when it came from a server),
     name unusable files on stderr; return the exit status: 2 when no file was usable, 1 with a
     finding at or above `fail_on`, else 0."""
-    from diagnosis.render import RENDERERS, RenderOptions  # only once there is a report to render
+    from diagnosis.engine.render import RENDERERS, RenderOptions  # only once there is a report to render
 
     artifacts = report.trace.artifacts
     unusable = [a for a in artifacts if a.format == "unknown"]

@@ -2,7 +2,7 @@
 (their arguments: cli/rules_parser.py).
 
 An adapter over the engine, not part of it: it reads corpus scenarios through the diagnosis
-(`diagnosis.scenarios`, `diagnosis.coverage`).
+(`diagnosis.engine.scenarios`, `diagnosis.engine.coverage`).
 """
 from __future__ import annotations
 
@@ -11,18 +11,18 @@ from pathlib import Path
 
 import pandas as pd
 
-from diagnosis.coverage import write_coverage
-from diagnosis.scenarios import events
-from rules.features import list_features
-from rules.loader import RuleError, check_files, load_rule_dirs, load_rule_files
-from rules.rule_files import rule_files
-from rules.rule_warnings import rule_warnings
-from rules.testing import run_rule_tests
+from diagnosis.engine.coverage import write_coverage
+from diagnosis.engine.scenarios import events
+from rules.engine.features import list_features
+from rules.engine.loader import RuleError, check_files, load_rule_dirs, load_rule_files
+from rules.engine.rule_files import rule_files
+from rules.engine.rule_warnings import rule_warnings
+from rules.engine.testing import run_rule_tests
 
 
 def validate_main(paths) -> int:
     """Prints `file:line:col: message` per problem; 0 when every rule is valid, 1 otherwise.
-    Warnings about valid rules (rules.rule_warnings) go to stderr and never fail the run."""
+    Warnings about valid rules (rules.engine.rule_warnings) go to stderr and never fail the run."""
     rules, errors = check_files(paths)
     for e in errors:
         print(e)

@@ -24,8 +24,8 @@ from typing import BinaryIO
 
 from cli.api_client import ApiClient, ApiError
 from cli.output import EXIT_BAD_INPUT, EXIT_OK, FORMATS, print_report
-from diagnosis.render import RENDERERS, RenderOptions
-from diagnosis.results import Report
+from diagnosis.engine.render import RENDERERS, RenderOptions
+from diagnosis.engine.results import Report
 
 SERVER_MAX_WAIT_S = 300  # the server answers ?wait= for at most this long; longer waits poll
 POLL_S = 2.0

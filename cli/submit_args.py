@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from cli.output import FORMATS
-from rules.severity import SEVERITIES
+from rules.engine.severity import SEVERITIES
 
 DEFAULT_TIMEOUT_S = 300.0
 

@@ -9,12 +9,12 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from diagnosis.backtest import TraceBacktest, backtest_trace
+from diagnosis.engine.backtest import TraceBacktest, backtest_trace
 from diagnosis.models import SLODefinition
-from diagnosis.pipeline import load_events
+from diagnosis.engine.pipeline import load_events
 from diagnosis.tasks import missing_files, stored_inputs
 from ingest.models import Trace
-from rules.loader import load_rule_dirs
+from rules.engine.loader import load_rule_dirs
 from rules.models import TeamRule
 
 DEFAULT_TRACES = 10

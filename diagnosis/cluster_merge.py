@@ -19,7 +19,7 @@ from django.db.models import Max, Min
 from accounts.audit import acting_as, record_change
 from accounts.models import AuditEntry
 from diagnosis.models import ClusterActivity, ClusterFingerprint, ClusterRecord, ClusterSighting, FindingRecord
-from rules.severity import RANK
+from rules.engine.severity import RANK
 
 MAX_MERGE = 50  # clusters folded in one merge
 

@@ -8,8 +8,8 @@ from django.contrib.auth.decorators import login_required
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET
 
-from diagnosis.diff.render import MARK
-from diagnosis.diff.stored import compare_stored
+from diagnosis.engine.diff.render import MARK
+from diagnosis.engine.diff.stored import compare_stored
 from ingest.models import Trace
 
 

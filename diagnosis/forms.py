@@ -10,7 +10,7 @@ from diagnosis.models import ClusterRecord
 from diagnosis.snooze import SNOOZE_PRESETS, Snooze, resolve
 from diagnosis.stream import DEFAULT_PERIOD_DAYS, SORTS
 from diagnosis.stream_query import MAX_QUERY_CHARS, QueryError, parse
-from rules.severity import SEVERITIES
+from rules.engine.severity import SEVERITIES
 
 SEVERITY_CHOICES = [(s, s) for s in SEVERITIES]
 

@@ -21,14 +21,14 @@ from django.dispatch import Signal
 from django.utils import timezone
 
 from accounts.models import Team
-from diagnosis import clusters as grouping
-from diagnosis.results import Cluster, Report, json_values
-from diagnosis.slis import SLI_FUNCTIONS
-from diagnosis.slo import SLO, SLOError, load_slos
+from diagnosis.engine import clusters as grouping
+from diagnosis.engine.results import Cluster, Report, json_values
+from diagnosis.engine.slis import SLI_FUNCTIONS
+from diagnosis.engine.slo import SLO, SLOError, load_slos
 from ingest.models import Trace
-from rules.capture_plans import CapturePlan
-from rules.results import Evidence, Finding
-from rules.severity import RANK, SEVERITIES, at_least
+from rules.engine.capture_plans import CapturePlan
+from rules.engine.results import Evidence, Finding
+from rules.engine.severity import RANK, SEVERITIES, at_least
 
 SEVERITY_CHOICES = [(s, s) for s in SEVERITIES]
 # below this a report cluster opens no team cluster: a cold start is not an incident (docs/rules.md)
@@ -88,7 +88,7 @@ class ClusterRecord(models.Model):
     snooze_until = models.DateTimeField(null=True, blank=True, help_text="ignored until this time")
     snooze_count = models.IntegerField(null=True, blank=True, help_text="ignored until seen in this many traces")
     regressions = models.IntegerField(default=0)  # how often it came back after being resolved
-    # the grouping version (diagnosis.clusters.GROUPING_VERSION) its fingerprint was computed under;
+    # the grouping version (diagnosis.engine.clusters.GROUPING_VERSION) its fingerprint was computed under;
     # fingerprints it had before are its `earlier` ClusterFingerprint rows
     grouping_version = models.PositiveSmallIntegerField(default=1)
 
@@ -375,7 +375,7 @@ class SLOQuerySet(models.QuerySet):
 
 
 class SLODefinition(models.Model):
-    """A team's SLO: a named SLI (diagnosis.slis), an objective and a window."""
+    """A team's SLO: a named SLI (diagnosis.engine.slis), an objective and a window."""
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="slos")
     slo_id = models.SlugField(max_length=100, help_text="same id as a builtin SLO to replace it")
     title = models.CharField(max_length=200, blank=True)

@@ -23,11 +23,11 @@ from diagnosis.tasks import diagnose_stored, missing_files, stored_inputs
 from ingest import db_outage
 from ingest.models import Trace
 from ingest.task_failures import failures
-from rules.compiler import compile_rule
-from rules.errors import EvalError
-from rules.features import TraceContext
+from rules.engine.compiler import compile_rule
+from rules.engine.errors import EvalError
+from rules.engine.features import TraceContext
 from rules.models import TeamRule, check_rule
-from rules.selection_samples import selection_samples
+from rules.engine.selection_samples import selection_samples
 from rules.views import saved_version
 
 log = logging.getLogger(__name__)

@@ -18,7 +18,7 @@ from django.utils import timezone
 from diagnosis.models import ClusterRecord, ClusterSighting
 from diagnosis.stream_query import StreamQuery, Term
 from ingest.models import LABEL_KEY
-from rules.severity import RANK
+from rules.engine.severity import RANK
 
 # ordering of each `sort` value: the most recent, most frequent, most severe first
 SORTS = {

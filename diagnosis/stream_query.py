@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from rules.severity import RANK, SEVERITIES
+from rules.engine.severity import RANK, SEVERITIES
 
 MAX_QUERY_CHARS = 500
 MAX_TERMS = 30

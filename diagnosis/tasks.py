@@ -11,14 +11,14 @@ import time
 from celery import shared_task
 
 from diagnosis.models import SLODefinition, record_report
-from diagnosis.pipeline import diagnose
-from diagnosis.results import Report
+from diagnosis.engine.pipeline import diagnose
+from diagnosis.engine.results import Report
 from ingest import db_outage
-from ingest.artifact_results import ArtifactResult
+from ingest.engine.artifact_results import ArtifactResult
 from ingest.models import Artifact, Trace
 from ingest.storage import ContentStore
 from ingest.task_failures import failures
-from rules.loader import load_rule_dirs
+from rules.engine.loader import load_rule_dirs
 from rules.models import TeamRule
 
 log = logging.getLogger(__name__)

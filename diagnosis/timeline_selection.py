@@ -9,8 +9,8 @@ from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_GET
 
 from diagnosis.timeline_store import index_for
-from diagnosis.timeline.totals import totals
-from ingest.events import INT64_MAX, INT64_MIN
+from diagnosis.engine.timeline.totals import totals
+from ingest.engine.events import INT64_MAX, INT64_MIN
 from ingest.models import Trace
 
 BAR_PX = 60   # the busiest lane's bar in the totals table

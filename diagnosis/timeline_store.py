@@ -16,10 +16,10 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from diagnosis.pipeline import load_events
-from diagnosis.results import Report
+from diagnosis.engine.pipeline import load_events
+from diagnosis.engine.results import Report
 from diagnosis.tasks import earlier_trace, stored_inputs
-from diagnosis.timeline.index import TimelineIndex, build_index
+from diagnosis.engine.timeline.index import TimelineIndex, build_index
 from ingest.models import Trace
 
 # A 1M-event index holds ~70 MB of arrays: a few traces per worker process.

@@ -18,16 +18,16 @@ from accounts.models import Team
 from diagnosis.cluster_activity import activity_log
 from diagnosis.cluster_merge import MergeRefused, merge, merged_fingerprints, merged_into, unmerge
 from diagnosis.forms import BulkActionForm, ClusterTriageForm, CommentForm, MergeForm, SnoozeForm, StreamFilterForm
-from diagnosis.charts.latency import chart
+from diagnosis.engine.charts.latency import chart
 from diagnosis.models import ClusterRecord
 from diagnosis.rediagnose import RediagnoseRefused, rediagnose
-from diagnosis.results import Cluster, Report
+from diagnosis.engine.results import Cluster, Report
 from diagnosis.snooze import SNOOZE_PRESETS
 from diagnosis.stream_query import from_parameters
-from diagnosis.charts.telemetry import chart as telemetry_chart
-from diagnosis.timeline import layout
+from diagnosis.engine.charts.telemetry import chart as telemetry_chart
+from diagnosis.engine.timeline import layout
 from ingest.models import Artifact, Trace
-from rules.results import Finding
+from rules.engine.results import Finding
 
 STREAM_PAGE_SIZE = 50
 DETAIL_PERIOD_DAYS = 30

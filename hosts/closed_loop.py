@@ -24,7 +24,7 @@ from django.utils import timezone
 from diagnosis.models import FindingRecord
 from hosts.models import CapturePolicy, CaptureRequest, Host
 from ingest.models import Trace
-from rules.capture_plans import CapturePlan
+from rules.engine.capture_plans import CapturePlan
 
 log = logging.getLogger(__name__)
 

@@ -16,8 +16,8 @@ from accounts.models import Team
 from diagnosis.models import ClusterRecord
 from hosts.models import CapturePolicy, CaptureRequest
 from hosts.order_outcome import Outcome, outcome_of
-from rules.capture_plans import TIMED_KINDS, CapturePlan
-from rules.loader import load_rule_dirs
+from rules.engine.capture_plans import TIMED_KINDS, CapturePlan
+from rules.engine.loader import load_rule_dirs
 from rules.models import TeamRule
 
 ORDERS_SHOWN = 20

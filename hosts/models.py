@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from accounts.models import Team
 from ingest.models import Trace
-from rules.capture_plans import CapturePlan
+from rules.engine.capture_plans import CapturePlan
 
 STALE_AFTER_INTERVALS = 3    # heartbeats missed before a host is shown stale
 MIN_STALE_AFTER_S = 60       # ... but never sooner than this (a short interval, a slow network)
@@ -128,7 +128,7 @@ class CaptureRequest(models.Model):
     sent_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     expires_at = models.DateTimeField(null=True, blank=True)
-    # when the program-side hook takes it, and its bounds (rules.capture_plans.CapturePlan)
+    # when the program-side hook takes it, and its bounds (rules.engine.capture_plans.CapturePlan)
     trigger = models.CharField(max_length=16, default="now")
     plan = models.JSONField(default=dict, blank=True)
     # the closed loop: which finding asked for it, and what the capture changed

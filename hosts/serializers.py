@@ -33,7 +33,7 @@ class CaptureOrderSerializer(serializers.Serializer):
     id = serializers.IntegerField()
     kind = serializers.CharField()
     steps = serializers.IntegerField()
-    trigger = serializers.CharField(help_text="now, slow_step, stalled_step or oom (rules/capture_plans.py)")
+    trigger = serializers.CharField(help_text="now, slow_step, stalled_step or oom (rules/engine/capture_plans.py)")
     factor = serializers.FloatField(required=False)
     stall_s = serializers.FloatField(required=False)
     duration_s = serializers.FloatField(required=False)

@@ -2,10 +2,10 @@
 
 A trace whose files together reach TRACEDOC_FANOUT_BYTES is parsed as parts (ParsePart
 rows): one per file, and for a plain text log one per byte range of about
-TRACEDOC_FANOUT_PART_BYTES (ingest.log_ranges: each range warms its parser up on the
+TRACEDOC_FANOUT_PART_BYTES (ingest.engine.log_ranges: each range warms its parser up on the
 TRACEDOC_FANOUT_WARMUP_BYTES before it); with TRACEDOC_FANOUT_KINETO_PART_BYTES set, an
 uncompressed Kineto JSON trace is split too, in ranges of whole windows of its reader
-(ingest.kineto_ranges). Gzip files and the other
+(ingest.engine.kineto_ranges). Gzip files and the other
 formats are one part per file: their parsers read whole files.
 
 Every part reads its file from the content store (archive members are stored there by the
@@ -29,15 +29,15 @@ from pathlib import Path
 import pyarrow.parquet as pq
 from django.conf import settings
 
-from ingest import kineto_ranges
-from ingest.events import ParseError
-from ingest.log_ranges import RangeOutcome, consistent, finish, plan_ranges, splittable
+from ingest.engine import kineto_ranges
+from ingest.engine.events import ParseError
+from ingest.engine.log_ranges import RangeOutcome, consistent, finish, plan_ranges, splittable
 from ingest.models import Artifact, Trace
-from ingest.parse import ROW_GROUP_ROWS, event_file
-from ingest.parsers import detect
-from ingest.parsers.kineto import trace as kineto_parser
-from ingest.parsers.logs import parser as log_parser
-from ingest.parsers.logs.year import year_hint
+from ingest.engine.parse import ROW_GROUP_ROWS, event_file
+from ingest.engine.parsers import detect
+from ingest.engine.parsers.kineto import trace as kineto_parser
+from ingest.engine.parsers.logs import parser as log_parser
+from ingest.engine.parsers.logs.year import year_hint
 from ingest.parts import ParsePart
 from ingest.storage import ContentStore
 
@@ -159,7 +159,7 @@ def merge_ranges(artifact: Artifact, ranges: list[ParsePart], store: ContentStor
 
 
 def merge_kineto_ranges(artifact: Artifact, ranges: list[ParsePart], store: ContentStore) -> Merged:
-    """A Kineto trace's ranges merged into the artifact's file (ingest.kineto_ranges)."""
+    """A Kineto trace's ranges merged into the artifact's file (ingest.engine.kineto_ranges)."""
     outcomes = [kineto_ranges.RangeOutcome.from_json(p.outcome) for p in ranges]
 
     def load(k: int, columns: list[str] | None):

@@ -16,9 +16,9 @@ from django.utils import timezone
 
 from accounts.models import Team
 from ingest.db_outage import best_effort, retrying
-from ingest.progress import overall_done
+from ingest.engine.progress import overall_done
 from ingest.storage import ContentStore
-from ingest.stored_file import StoredFile
+from ingest.engine.stored_file import StoredFile
 
 LABEL_KEY = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9_.\-/]{0,62}[A-Za-z0-9])?$")
 
@@ -71,7 +71,7 @@ class Trace(models.Model):
     artifacts_total = models.IntegerField(default=0)
     artifacts_done = models.IntegerField(default=0)
     # what the worker is doing now ("parsing", then the diagnosis stages) and the share of the
-    # diagnosis done: with bytes_done, one progress number (ingest.progress)
+    # diagnosis done: with bytes_done, one progress number (ingest.engine.progress)
     stage = models.CharField(max_length=20, blank=True)
     diagnosis_done = models.FloatField(default=0.0)
     report = models.JSONField(null=True, blank=True)
@@ -105,7 +105,7 @@ class Trace(models.Model):
 
     @property
     def progress_percent(self) -> int:
-        """Bytes of the upload read while parsing, then the diagnosis stages (ingest.progress)."""
+        """Bytes of the upload read while parsing, then the diagnosis stages (ingest.engine.progress)."""
         if self.state == self.State.DONE:
             return 100
         if self.state in (self.State.PARSED, self.State.DIAGNOSING):
@@ -181,7 +181,7 @@ def _history_entry(state: str, error: str | None = None) -> dict:
 class Artifact(models.Model):
     """One file of a trace. An uploaded archive is an artifact of format `archive`; its
     members become artifacts of their own (`parent` = the archive), created by the parse
-    task. A `tracedoc-clock.json` upload holds clock offsets for the others (ingest/align.py)."""
+    task. A `tracedoc-clock.json` upload holds clock offsets for the others (ingest/engine/align.py)."""
     ARCHIVE = "archive"
     CLOCK_OFFSETS = "clock-offsets"
     CONTAINERS = (ARCHIVE, CLOCK_OFFSETS)  # not parsed into events themselves

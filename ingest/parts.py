@@ -17,7 +17,7 @@ parse_finished = Signal()
 
 class ParsePart(models.Model):
     ARTIFACT = "artifact"   # one whole file
-    RANGE = "range"         # a byte range of one text log (ingest.log_ranges)
+    RANGE = "range"         # a byte range of one text log (ingest.engine.log_ranges)
     MERGE = "merge"         # the plan's merge: queued once every other part is done
 
     QUEUED, DONE, SENT = "queued", "done", "sent"

@@ -42,11 +42,12 @@ from django.db.models import F
 from django.utils import timezone
 
 from accounts.models import Team
-from ingest import db_outage, fanout, kineto_ranges
-from ingest.artifact_results import parse_one
-from ingest.bundle import expand
-from ingest.events import ParseError
-from ingest.log_ranges import LineRange, RangeOutcome, parse_range_to_parquet
+from ingest import db_outage, fanout
+from ingest.engine import kineto_ranges
+from ingest.engine.artifact_results import parse_one
+from ingest.engine.bundle import expand
+from ingest.engine.events import ParseError
+from ingest.engine.log_ranges import LineRange, RangeOutcome, parse_range_to_parquet
 from ingest.models import Artifact, Trace
 from ingest.parts import ParsePart, parse_finished
 from ingest.storage import ContentStore, sha256_of

@@ -1,7 +1,7 @@
 """An OTLP/HTTP export request body -> ExportTraceServiceRequest, and the answer OTLP expects.
 
 Both encodings of the spec are read (binary protobuf, and JSON through protobuf's own
-json_format), gzip bounded as uploaded artifacts are (ingest/io.py)."""
+json_format), gzip bounded as uploaded artifacts are (ingest/engine/io.py)."""
 from __future__ import annotations
 
 import base64
@@ -16,8 +16,8 @@ from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest, ExportTraceServiceResponse)
 
-from ingest.events import ParseError
-from ingest.io import BoundedReader, DecompressionBound
+from ingest.engine.events import ParseError
+from ingest.engine.io import BoundedReader, DecompressionBound
 
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
@@ -31,7 +31,7 @@ class TooLarge(BadRequest):
     """The body would cost more than the web process spends on one request (413)."""
 
 
-# Past its first MiB, a gzip body may expand at most the artifact ratio (ingest/io.py) times
+# Past its first MiB, a gzip body may expand at most the artifact ratio (ingest/engine/io.py) times
 # its compressed size: the artifacts' 64 MiB floor is for a worker, not for a web thread.
 GZIP_FLOOR_BYTES = 1024**2
 MAX_DEPTH = 64  # json_format's own bound, checked before json.loads recurses
@@ -44,7 +44,7 @@ def media_type(content_type: str) -> str:
 
 
 def gunzip(body: bytes, limit: int) -> bytes:
-    """The decompressed body, at most `limit` bytes and within the bomb ratio of ingest/io.py."""
+    """The decompressed body, at most `limit` bytes and within the bomb ratio of ingest/engine/io.py."""
     compressed = io.BytesIO(body)
     bound = dataclasses.replace(DecompressionBound.from_env(limit), floor=GZIP_FLOOR_BYTES)
     reader = BoundedReader(gzip.GzipFile(fileobj=compressed, mode="rb"), bound, "request body", compressed.tell)

@@ -11,7 +11,7 @@ from django.core.exceptions import ValidationError
 from django.db import models, transaction
 
 from accounts.models import Team
-from rules.loader import check_text
+from rules.engine.loader import check_text
 
 
 def check_rule(text: str):
@@ -50,7 +50,7 @@ class TeamRuleQuerySet(models.QuerySet):
 
 
 class TeamRule(models.Model):
-    """A rule a team wrote (the loader's `rules.rule.Rule` is what it parses to)."""
+    """A rule a team wrote (the loader's `rules.engine.rule.Rule` is what it parses to)."""
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="rules")
     rule_id = models.CharField(max_length=200, editable=False)
     version = models.IntegerField(default=1, editable=False)

@@ -16,9 +16,9 @@ from django.views.decorators.http import require_GET, require_POST
 
 from ingest.models import Trace
 from ingest.uploads import team_for_upload
-from rules.editor_hints import editor_hints
+from rules.engine.editor_hints import editor_hints
 from rules.forms import RuleForm, TraceChoiceForm, unix_newlines
-from rules.loader import load_rule_dirs
+from rules.engine.loader import load_rule_dirs
 from rules.models import TeamRule, check_rule, parse_rule
 
 TRACE_CHOICES = 50  # the newest finished traces offered for a test run

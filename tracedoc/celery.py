@@ -6,7 +6,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 from celery.signals import worker_process_init
 from django.conf import settings
 
-from ingest import interruptions, process_memory
+from ingest.engine import interruptions, process_memory
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tracedoc.settings")
 # a task's time limit passes every per-file, per-rule and per-SLI guard to the task itself

@@ -244,8 +244,8 @@ TRACEDOC_MAX_WAITING = envint("TRACEDOC_MAX_WAITING", 2)
 # without Django (the CLI too), so these are environment variables read there, not settings:
 # TRACEDOC_MAX_DECOMPRESSION_RATIO (100), TRACEDOC_DECOMPRESSION_FLOOR_BYTES (64 MiB),
 # TRACEDOC_MAX_DECOMPRESSED_BYTES (8 GiB, one file), TRACEDOC_MAX_EXTRACTED_BYTES (16 GiB, the
-# members of one upload's archives) in ingest/io.py and ingest/bundle.py;
-# TRACEDOC_MAX_SNAPSHOT_RECORDS (50 M) in ingest/parsers/memory_snapshot.py.
+# members of one upload's archives) in ingest/engine/io.py and ingest/engine/bundle.py;
+# TRACEDOC_MAX_SNAPSHOT_RECORDS (50 M) in ingest/engine/parsers/memory_snapshot.py.
 # Stored artifact bytes per team (sum of its traces' uploads); 0 turns the quota off.
 TRACEDOC_TEAM_STORAGE_QUOTA_BYTES = envint("TRACEDOC_TEAM_STORAGE_QUOTA_BYTES", 200 * 1024**3)
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2_621_440  # spill to disk above this (not a cap)
@@ -325,7 +325,7 @@ CELERY_TASK_ROUTES = ("tracedoc.celery.route_by_role",)  # ingest.* -> parse, di
 TRACEDOC_FANOUT_BYTES = envint("TRACEDOC_FANOUT_BYTES", 256 * 1024**2)
 TRACEDOC_FANOUT_PART_BYTES = max(1, envint("TRACEDOC_FANOUT_PART_BYTES", 64 * 1024**2))
 TRACEDOC_FANOUT_WARMUP_BYTES = envint("TRACEDOC_FANOUT_WARMUP_BYTES", 4 * 1024**2)
-# A plain Kineto JSON in byte ranges of about this size (ingest/kineto_ranges.py); 0, the
+# A plain Kineto JSON in byte ranges of about this size (ingest/engine/kineto_ranges.py); 0, the
 # default: one part per file. The merge is serial and re-reads every range, so the split pays
 # only with many parse workers on free cores (on 2 cores a 504 MB file parsed 0.62x as fast:
 # bench/README.md "Fan-out").

@@ -47,7 +47,7 @@ from diagnosis.tasks import MAX_DIAGNOSE_ATTEMPTS, diagnose_trace
 from ingest.models import Trace
 from ingest.parts import parse_finished
 from ingest.signals import trace_received
-from ingest.io import env_int
+from ingest.engine.io import env_int
 from ingest.tasks import MAX_PARSE_ATTEMPTS, parse_trace
 
 log = logging.getLogger(__name__)

@@ -27,9 +27,9 @@ MODULES = (
     "cli/__init__.py", "cli/client.py", "cli/submit.py", "cli/submit_args.py", "cli/api_client.py",
     "cli/output.py",
     "agent/__init__.py", "agent/multipart.py",
-    "rules/__init__.py", "rules/severity.py", "rules/results.py", "rules/capture_plans.py", "rules/quantities.py",
-    "diagnosis/__init__.py", "diagnosis/results.py", "diagnosis/render/__init__.py", "diagnosis/render/options.py",
-    "diagnosis/render/junit.py", "diagnosis/render/sarif.py", "diagnosis/render/markdown.py",
+    "rules/__init__.py", "rules/engine/severity.py", "rules/engine/results.py", "rules/engine/capture_plans.py", "rules/engine/quantities.py",
+    "diagnosis/__init__.py", "diagnosis/engine/results.py", "diagnosis/engine/render/__init__.py", "diagnosis/engine/render/options.py",
+    "diagnosis/engine/render/junit.py", "diagnosis/engine/render/sarif.py", "diagnosis/engine/render/markdown.py",
 )
 PACKAGES = ("cli", "agent", "rules", "diagnosis")
 

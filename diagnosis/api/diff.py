@@ -10,11 +10,11 @@ from rest_framework.generics import get_object_or_404
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from diagnosis.diff.stored import compare_stored
+from diagnosis.engine.diff.stored import compare_stored
 from ingest.api.problems import trace_not_done
 from problems import ProblemSerializer
 from ingest.models import Trace
-from rules.severity import SEVERITIES
+from rules.engine.severity import SEVERITIES
 
 # a plain string: a choice field named `status` collides with the cluster triage enum in the schema
 STATUS_HELP = "appeared, disappeared or persisted"

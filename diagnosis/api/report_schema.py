@@ -1,5 +1,5 @@
 """The JSON report's OpenAPI components, generated from the msgspec Structs that define it
-(diagnosis.results.report_schema_components): the schema a client gets cannot drift from what
+(diagnosis.engine.results.report_schema_components): the schema a client gets cannot drift from what
 `Report.to_json()` writes. This module only adapts JSON Schema to drf-spectacular's OpenAPI 3.0.
 
 `ReportSerializer` is a name for drf-spectacular (`ReportComponents` describes it); the stored
@@ -17,9 +17,9 @@ from drf_spectacular.plumbing import ResolvedComponent
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from diagnosis import results
-from rules.capture_plans import CapturePlan
-from rules.results import Evidence, Finding
+from diagnosis.engine import results
+from rules.engine.capture_plans import CapturePlan
+from rules.engine.results import Evidence, Finding
 
 # component names as the API has published them (a generated client's model names), where a
 # Struct's own name would take another component's (Finding, Cluster are the team's records)

@@ -8,7 +8,7 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from diagnosis.models import SLODefinition
-from diagnosis.slis import SLI_FUNCTIONS
+from diagnosis.engine.slis import SLI_FUNCTIONS
 from ingest.uploads import team_for_upload
 
 

@@ -12,12 +12,12 @@ from rest_framework.generics import get_object_or_404
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from diagnosis.timeline.export import chrome_trace
-from diagnosis.timeline.search import DEFAULT_LIMIT, MAX_LIMIT, MAX_QUERY_CHARS, search
+from diagnosis.engine.timeline.export import chrome_trace
+from diagnosis.engine.timeline.search import DEFAULT_LIMIT, MAX_LIMIT, MAX_QUERY_CHARS, search
 from diagnosis.timeline_store import StoredTimeline, timeline_for
-from diagnosis.timeline.view import DEFAULT_MAX_ITEMS, MAX_ITEMS_LIMIT, locate, view
-from ingest.events import INT64_MAX, INT64_MIN
-from ingest.io import open_stream
+from diagnosis.engine.timeline.view import DEFAULT_MAX_ITEMS, MAX_ITEMS_LIMIT, locate, view
+from ingest.engine.events import INT64_MAX, INT64_MIN
+from ingest.engine.io import open_stream
 from ingest.api.problems import TRACE_NOT_DONE
 from problems import problem
 from ingest.models import Artifact, Trace

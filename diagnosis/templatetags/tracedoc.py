@@ -9,9 +9,9 @@ from django.urls import reverse
 from django.utils.html import conditional_escape
 from django.utils.safestring import mark_safe
 
-from rules.loader import load_rule_dirs
+from rules.engine.loader import load_rule_dirs
 from rules.models import TeamRule
-from rules.severity import MOST_SEVERE_FIRST
+from rules.engine.severity import MOST_SEVERE_FIRST
 
 register = template.Library()
 

@@ -18,7 +18,7 @@ class ArtifactSerializer(serializers.ModelSerializer):
 
 class ProgressSerializer(serializers.Serializer):
     percent = serializers.IntegerField(source="progress_percent")
-    stage = serializers.CharField()  # parsing, then the diagnosis stages (ingest.progress), done
+    stage = serializers.CharField()  # parsing, then the diagnosis stages (ingest.engine.progress), done
     bytes_total = serializers.IntegerField()
     bytes_done = serializers.IntegerField()
     events_done = serializers.IntegerField()

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO, Callable, Iterable
 
-from ingest.stored_file import StoredFile
+from ingest.engine.stored_file import StoredFile
 
 CHUNK = 1 << 20
 _SHA256 = re.compile(r"[0-9a-f]{64}")

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import BinaryIO, Iterable, Iterator
 
 from ingest.storage.base import Blob, ContentStore, blob_key, parquet_name, parquet_prefix
-from ingest.stored_file import StoredFile
+from ingest.engine.stored_file import StoredFile
 
 
 class LocalStore(ContentStore):

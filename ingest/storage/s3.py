@@ -30,7 +30,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from ingest.storage.base import CHUNK, Blob, ContentStore, blob_key, parquet_name, parquet_prefix
-from ingest.stored_file import StoredFile
+from ingest.engine.stored_file import StoredFile
 
 # S3 CopyObject copies at most 5 GiB in one request (TRACEDOC_MAX_UPLOAD_BYTES is 4 GiB).
 MAX_COPY_BYTES = 5 * 1024**3

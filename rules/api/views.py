@@ -15,7 +15,7 @@ from rules.api.serializers import (
     RuleTextSerializer,
     RuleValidationSerializer,
 )
-from rules.features import list_features
+from rules.engine.features import list_features
 from rules.models import TeamRule, check_rule
 
 

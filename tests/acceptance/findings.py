@@ -1,7 +1,7 @@
 """Helpers the acceptance tests share."""
 from pathlib import Path
 
-from rules.severity import RANK
+from rules.engine.severity import RANK
 
 
 def by_root(report: dict) -> dict[str, str]:
@@ -40,7 +40,7 @@ def assert_diagnosis(report: dict, entry: dict) -> None:
 def assert_labelled_file(path: Path, entry: dict) -> None:
     """One blind-round file diagnosed on its own as its EXPECTED.yaml entry says, and a file that
     shows a failure never yields "no findings"."""
-    from diagnosis import scenarios  # Django-backed: imported by the tests that need it
+    from diagnosis.engine import scenarios  # Django-backed: imported by the tests that need it
 
     assert path.is_file(), f"{path.name} listed in EXPECTED.yaml but missing"
     report = scenarios.report(path)

@@ -12,7 +12,7 @@ import math
 import sys
 from pathlib import Path
 
-from diagnosis import scenarios
+from diagnosis.engine import scenarios
 from tests.corpus import CORPUS
 
 ROOT = Path(__file__).resolve().parents[2]

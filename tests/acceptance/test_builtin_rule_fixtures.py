@@ -1,9 +1,9 @@
 """Every builtin rule's own `tests:` (fires / quiet scenarios of the corpus) pass."""
 import pytest
 
-from diagnosis.scenarios import events
-from rules.loader import load_rule_dirs
-from rules.testing import run_rule_tests
+from diagnosis.engine.scenarios import events
+from rules.engine.loader import load_rule_dirs
+from rules.engine.testing import run_rule_tests
 from tests.corpus import CORPUS
 
 pytestmark = pytest.mark.skipif(not CORPUS.is_dir(), reason="shared corpus not found")

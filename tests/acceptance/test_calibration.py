@@ -46,7 +46,7 @@ def test_manifest_is_complete():
 
 @pytest.fixture(scope="module")
 def reports() -> dict[str, dict]:
-    from diagnosis import scenarios  # Django-backed: imported by the tests that need it
+    from diagnosis.engine import scenarios  # Django-backed: imported by the tests that need it
 
     return {t["file"]: scenarios.report(ROOT / t["file"]) for t in MANIFEST}
 

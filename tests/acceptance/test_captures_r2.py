@@ -88,7 +88,7 @@ def test_the_round_is_what_its_docstring_says():
 
 @pytest.fixture(scope="module")
 def report_of():
-    from diagnosis import scenarios  # Django-backed: imported by the tests that need it
+    from diagnosis.engine import scenarios  # Django-backed: imported by the tests that need it
 
     return lambda name: scenarios.report(ROOT / name)
 

@@ -30,8 +30,8 @@ from pathlib import Path
 
 import pytest
 
-from diagnosis.pipeline import diagnose
-from ingest.artifact_results import parse_one
+from diagnosis.engine.pipeline import diagnose
+from ingest.engine.artifact_results import parse_one
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 INCIDENTS = ["nccl_multirank/peer_missing", "nccl_multirank/collective_mismatch", "nccl_multirank/straggler",

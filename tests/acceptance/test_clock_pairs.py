@@ -12,9 +12,9 @@ from pathlib import Path
 import pyarrow.compute as pc
 import pytest
 
-from ingest.align import plan_alignment
-from ingest.artifact_results import parse_in_memory
-from ingest.clock import Clock
+from ingest.engine.align import plan_alignment
+from ingest.engine.artifact_results import parse_in_memory
+from ingest.engine.clock import Clock
 from tests.corpus import CORPUS
 
 pytestmark = pytest.mark.skipif(not CORPUS.is_dir(), reason="shared corpus not found")

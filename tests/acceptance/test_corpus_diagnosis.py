@@ -2,8 +2,8 @@
 whole pipeline: files -> parsers -> one clock -> builtin rules -> clusters -> report."""
 import pytest
 
-from diagnosis import scenarios
-from rules.severity import RANK
+from diagnosis.engine import scenarios
+from rules.engine.severity import RANK
 from tests.acceptance.findings import by_root
 from tests.corpus import CORPUS
 

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from tests.acceptance.golden import GOLDEN, cases, file_name, normalized
-from diagnosis import scenarios
+from diagnosis.engine import scenarios
 
 CASES = cases()
 

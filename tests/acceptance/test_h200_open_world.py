@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from diagnosis import scenarios
+from diagnosis.engine import scenarios
 from tests.acceptance.findings import assert_diagnosis
 
 ROOT = Path(__file__).resolve().parent.parent / "fixtures" / "h200_open_world"

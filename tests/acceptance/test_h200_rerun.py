@@ -3,8 +3,8 @@ README): the conclusions the corpus README asks for must hold on a run the rules
 written against. These logs hold the tracebacks the shared copy lacks."""
 import pytest
 
-from diagnosis import scenarios
-from rules.severity import RANK
+from diagnosis.engine import scenarios
+from rules.engine.severity import RANK
 from tests.acceptance.findings import by_root
 from tests.corpus import ROOT
 

@@ -4,13 +4,13 @@ import json
 
 import pyarrow as pa
 
-from diagnosis import scenarios
-from rules.severity import RANK
-from ingest.events import make_batch
-from rules.compiler import compile_rule
-from rules.evaluator import evaluate_rules
-from rules.features import TraceContext
-from rules.loader import load_rule_dirs
+from diagnosis.engine import scenarios
+from rules.engine.severity import RANK
+from ingest.engine.events import make_batch
+from rules.engine.compiler import compile_rule
+from rules.engine.evaluator import evaluate_rules
+from rules.engine.features import TraceContext
+from rules.engine.loader import load_rule_dirs
 from tests.corpus import corpus
 
 HW_SLOWDOWN, SW_POWER_CAP = 0x8, 0x4

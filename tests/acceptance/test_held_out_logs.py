@@ -5,7 +5,7 @@ import shutil
 
 import pytest
 
-from diagnosis import scenarios
+from diagnosis.engine import scenarios
 from tests.corpus import CORPUS
 from tests.ingest.parsers.test_logs_fixtures import CAP_OOM_LOG, CAPTURE_LOG
 

@@ -1,5 +1,5 @@
 """An illegal memory access as torch prints it: one kernel-fault finding with the traceback."""
-from diagnosis import scenarios
+from diagnosis.engine import scenarios
 
 LOG = """Traceback (most recent call last):
   File "/srv/app/train.py", line 41, in step

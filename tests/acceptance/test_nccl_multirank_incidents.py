@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from diagnosis import scenarios
+from diagnosis.engine import scenarios
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "nccl_multirank"
 SEVERITIES = ["info", "warning", "error", "critical"]

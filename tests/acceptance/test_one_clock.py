@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from diagnosis import scenarios
+from diagnosis.engine import scenarios
 from tests.corpus import CORPUS
 
 pytestmark = pytest.mark.skipif(not CORPUS.is_dir(), reason="shared corpus not found")

@@ -72,7 +72,7 @@ def _explained(report: dict, key: str) -> str:
 
 
 def test_graph_break_record_cut_above_its_traceback_keeps_dynamos_reason(tmp_path):
-    from diagnosis import scenarios
+    from diagnosis.engine import scenarios
 
     stamp = "V0520 14:53:14.120000 139884917106496 torch/_dynamo/symbolic_convert.py:530] [0/0] [__graph_breaks] "
     log = tmp_path / "breaks.log"
@@ -88,7 +88,7 @@ def test_graph_break_record_cut_above_its_traceback_keeps_dynamos_reason(tmp_pat
 
 
 def test_transport_failure_without_a_transport_name_reads_as_network(tmp_path):
-    from diagnosis import scenarios
+    from diagnosis.engine import scenarios
 
     log = tmp_path / "remote.log"
     log.write_text("[rank1]:[E1224 13:23:05.483840160 ProcessGroupNCCL.cpp:542] [Rank 12] Collective WorkNCCL(SeqNum=1, "

@@ -41,7 +41,7 @@ The misses, from the facts:
 - two NCCL records wrapped at 70-80 columns ("[Rank 0] Watchdog" / "caught collective operation timeout:
   ..." and the desync-report failure naming "Timeout rank [0] ... col = RECV") reached only the floor, and
   the Flight Recorder's "Stack trace of the failed collective:" alone was silent. Fixed (logs.c10d_aftermath,
-  rules.features.nccl): a record cut right after its opening words stays open until the next unprefixed
+  rules.engine.features.nccl): a record cut right after its opening words stays open until the next unprefixed
   line completes the phrase (up to six lines; the join gives back the space the wrap took, also in "ran
   for" / "N milliseconds"); the desync report's failure and the failed-collective stack (its "#0 <op>"
   frame, or "not found" with the recorder off), which the watchdog prints only after it found a collective
@@ -80,7 +80,7 @@ _BFC = "2017-07-02 15:57:34.382333: W tensorflow/core/common_runtime/bfc_allocat
 
 
 def test_bfc_not_a_failure_wrapped_below_its_line_stays_quiet(tmp_path):
-    from diagnosis import scenarios
+    from diagnosis.engine import scenarios
 
     quiet = tmp_path / "quiet.log"
     quiet.write_text(_BFC + " Allocator (GPU_0_bfc) ran out of memory trying to allocate 3.90GiB. The\n"
@@ -95,7 +95,7 @@ def test_bfc_not_a_failure_wrapped_below_its_line_stays_quiet(tmp_path):
 
 
 def test_sglang_request_slot_pool_exhausted_is_kv_cache_insufficient(tmp_path):
-    from diagnosis import scenarios
+    from diagnosis.engine import scenarios
 
     log = tmp_path / "slots.log"
     log.write_text("[2025-09-13 09:10:02 TP0] Scheduler hit an exception: Traceback (most recent call last):\n"
@@ -113,7 +113,7 @@ def test_unjoined_fork_is_undetermined_and_named_in_other_wordings(tmp_path):
     before the capture ended. Not an invalidation by an earlier error or another thread; no key names
     it, so cuda_graph.undetermined with the fork named. Another framework's wording of the same code:
     NVIDIA Warp, https://github.com/NVIDIA/warp/issues/1469."""
-    from diagnosis import scenarios
+    from diagnosis.engine import scenarios
 
     warp = tmp_path / "warp.log"
     warp.write_text("Warp CUDA error 904: capturing stream has unjoined work\n"
@@ -131,7 +131,7 @@ def test_unjoined_fork_is_undetermined_and_named_in_other_wordings(tmp_path):
 
 
 def _host_stall(tmp_path, name: str, text: str) -> dict:
-    from diagnosis import scenarios
+    from diagnosis.engine import scenarios
 
     log = tmp_path / name
     log.write_text(text)

@@ -47,7 +47,7 @@ The misses, from the facts:
   the floor has no error event and the report is empty.
 - oom/aria_24 (expected cuda_oom.capacity; got cuda_oom.fragmentation at error): "Tried to allocate 1.88 GiB ... 1.29
   GiB is free ... 19.02 GiB is allocated by PyTorch, and 1.32 GiB is reserved by PyTorch but unallocated".
-  rules.features.oom.classify adds free and cached (2.61 GiB, above the request plus its margin) and calls it
+  rules.engine.features.oom.classify adds free and cached (2.61 GiB, above the request plus its margin) and calls it
   fragmentation although the cached share is 6 % of the 20.34 GiB reserved (the branch after it would have said
   capacity for so small a share) and neither pool alone holds the request. The label follows the taxonomy's "a large
   share reserved-but-unallocated"; an expert could argue the stranded 1.32 GiB is fragmentation, so this miss is the

@@ -19,7 +19,7 @@ finding at warning or above; silent: a failure with no finding at all):
 
 The `floor/` files (round 3, labelled `unexplained.failure`) are failures outside every family of the
 taxonomy (a HIP check failure for a missing code object, an HSA resource error, an uncaught MIOpen
-exception): the floor (rules.features.failures) must report them rather than say nothing.
+exception): the floor (rules.engine.features.failures) must report them rather than say nothing.
 
 Round 1 counted 33 when scored; two of its files (LlamaFactory 7396, BasicSR 737) turned out to be in the
 shared corpus already and were dropped from the set and the count. After each round's fixes, every earlier

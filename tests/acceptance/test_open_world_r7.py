@@ -55,9 +55,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from diagnosis import scenarios
-from ingest.parsers.logs.oom import parse_oom
-from rules.features.oom import classify
+from diagnosis.engine import scenarios
+from ingest.engine.parsers.logs.oom import parse_oom
+from rules.engine.features.oom import classify
 from tests.acceptance.findings import assert_labelled_file, by_root
 
 ROOT = Path(__file__).resolve().parent.parent / "fixtures" / "open_world_r7"

@@ -23,7 +23,7 @@ Blind score (`scenarios.report` per file, judged with `assert_diagnosis`, as the
 Misses, and the general fix for each:
 - HIP OOM "Tried to allocate 16.00 GiB ... total capacity of 15.49 GiB of which 84.98 GiB is free" called
   a process cap: a request larger than the whole device is capacity before any free figure is read
-  (rules.features.oom.classify);
+  (rules.engine.features.oom.classify);
 - NCCL < 2.12's "NET/IB : Got completion with error 12, opcode 1, ..." (no peer named) was not a transport
   failure: the peer is optional in the IB completion pattern (logs.nccl);
 - NCCL's "Cuda failure 'invalid argument'" said nothing (silent): inside NCCL's quotes even a generic
@@ -48,8 +48,8 @@ from pathlib import Path
 
 import pytest
 
-from diagnosis import scenarios
-from rules.features.oom import classify
+from diagnosis.engine import scenarios
+from rules.engine.features.oom import classify
 from tests.acceptance.findings import assert_labelled_file, by_root, labelled_cases
 
 ROOT = Path(__file__).resolve().parent.parent / "fixtures" / "open_world_r8"

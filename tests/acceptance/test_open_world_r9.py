@@ -50,8 +50,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from diagnosis import scenarios
-from ingest.parsers.logs.prefix import split_line
+from diagnosis.engine import scenarios
+from ingest.engine.parsers.logs.prefix import split_line
 from tests.acceptance.findings import assert_labelled_file, assert_round_manifest, by_root, labelled_cases
 
 import pytest

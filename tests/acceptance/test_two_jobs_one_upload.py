@@ -9,7 +9,7 @@ from itertools import combinations
 
 import pytest
 
-from diagnosis import scenarios
+from diagnosis.engine import scenarios
 from tests.acceptance.test_clock_combinations import FIXTURES, INCIDENTS
 
 PRESENT = [i for i in INCIDENTS if (FIXTURES / i).is_dir()]

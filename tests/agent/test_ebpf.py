@@ -22,8 +22,8 @@ import pytest
 
 from agent import ebpf
 from agent.spool import Spool
-from ingest.artifact_results import parse_one
-from ingest.bundle import expand
+from ingest.engine.artifact_results import parse_one
+from ingest.engine.bundle import expand
 
 ROOT = Path(__file__).resolve().parents[2]
 

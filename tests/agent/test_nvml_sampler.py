@@ -1,4 +1,4 @@
-"""The sampler's JSON lines go through the server's own parser (ingest.parse.parse_artifact)."""
+"""The sampler's JSON lines go through the server's own parser (ingest.engine.parse.parse_artifact)."""
 import gzip
 import itertools
 import json
@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from agent.nvml_sampler import NvmlReader, NvmlUnavailable, Sampler
-from ingest.parse import parse_artifact
+from ingest.engine.parse import parse_artifact
 from tests.support.nvml_sampler import FakeReader, parse_events
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "agent" / "nvml_agent_h200.jsonl.gz"

@@ -14,8 +14,8 @@ from agent.nvml_sampler import Sampler
 from agent.spool import Spool
 from agent.uploader import ApiClient, Shipper
 from agent.wrap import BoundedLog, _tee, command_title, wrap
-from ingest.bundle import expand
-from ingest.parsers import detect
+from ingest.engine.bundle import expand
+from ingest.engine.parsers import detect
 from tests.support.nvml_sampler import FakeReader
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "agent"

@@ -10,8 +10,8 @@ import jsonschema
 import pytest
 
 from cli.submit import SubmitError, parse_labels
-from diagnosis.render import FORMATS, RENDERERS, RenderOptions
-from rules.severity import at_least
+from diagnosis.engine.render import FORMATS, RENDERERS, RenderOptions
+from rules.engine.severity import at_least
 from tests.corpus import corpus
 
 SARIF_SCHEMA = Path(__file__).resolve().parents[1] / "fixtures" / "sarif" / "sarif-schema-2.1.0.json"
@@ -21,7 +21,7 @@ URL = "https://tracedoc.example/traces/42/"
 @pytest.fixture(scope="module")
 def reports(corpus_dir):
     """A trace (Kineto, events by index), a log (lines) and a healthy run (no error)."""
-    from diagnosis.pipeline import run
+    from diagnosis.engine.pipeline import run
     return {name: run([corpus(*parts)], show_progress=False) for name, parts in {
         "fragmented": ("h200", "fragmented_decode"), "cudagraph": ("h200", "cudagraph_abort"),
         "healthy": ("h200", "healthy_decode"),
@@ -85,7 +85,7 @@ def test_junit_has_one_suite_per_cluster_with_its_properties(reports):
 
 
 def test_a_report_without_findings_is_an_empty_junit_run(reports):
-    from diagnosis.results import Report
+    from diagnosis.engine.results import Report
     empty = Report(trace=reports["healthy"].trace)
     root = ET.fromstring(RENDERERS["junit"](empty))
     assert (root.get("tests"), root.get("failures"), list(root)) == ("0", "0", [])

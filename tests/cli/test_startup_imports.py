@@ -1,5 +1,5 @@
 """`tracedoc diagnose` starts parsing before the report's imports are done: pandas and the rule
-engine load in a thread beside the parse (diagnosis.pipeline._WarmUp). Anything the main
+engine load in a thread beside the parse (diagnosis.engine.pipeline._WarmUp). Anything the main
 thread imports on its way to the parse runs before it, on the command's critical path; these
 tests keep the heavy modules off that path."""
 from __future__ import annotations
@@ -10,7 +10,7 @@ import sys
 
 from tests.corpus import ROOT, corpus
 
-HEAVY = ("pandas", "rules.compiler", "rules.loader", "urllib.request", "http.client", "diagnosis.render",
+HEAVY = ("pandas", "rules.engine.compiler", "rules.engine.loader", "urllib.request", "http.client", "diagnosis.engine.render",
          "google.protobuf.json_format", "opentelemetry.proto.trace.v1.trace_pb2")
 
 
@@ -32,10 +32,10 @@ def test_the_diagnose_command_reaches_the_parse_without_pandas():
     kineto = corpus("h200", "healthy_decode", "kineto_trace.json.gz")
     modules = _imported_after(
         "import cli.main\n"
-        "from diagnosis.pipeline import run\n"
-        "from ingest.events import ParseError\n"
-        "from rules.errors import RuleError\n"
-        "from ingest.parsers import detect\n"
+        "from diagnosis.engine.pipeline import run\n"
+        "from ingest.engine.events import ParseError\n"
+        "from rules.engine.errors import RuleError\n"
+        "from ingest.engine.parsers import detect\n"
         f"assert detect({str(kineto)!r}).FORMAT == 'kineto'\n")
     assert [m for m in HEAVY if m in modules] == []
 
@@ -56,7 +56,7 @@ def test_checking_a_rule_leaves_out_rfc3987_syntax_and_lets_others_load_it():
     The rule schema checks no IRI, so the loader imports jsonschema without it."""
     modules = _imported_after(
         "import importlib.util, sys\n"
-        "from rules.loader import load_rule_files\n"
+        "from rules.engine.loader import load_rule_files\n"
         "from tests.corpus import ROOT\n"
         "assert load_rule_files([ROOT / 'rules' / 'builtin'])\n"
         "assert 'jsonschema' in sys.modules and 'rfc3987_syntax' not in sys.modules\n"

@@ -9,7 +9,7 @@ from xml.etree import ElementTree as ET
 import pytest
 
 from cli.main import main
-from rules.severity import at_least
+from rules.engine.severity import at_least
 from tests.corpus import corpus
 
 TRACE = {"id": 7, "name": "", "labels": {}, "state": "parsing", "error": "", "report": None,
@@ -18,7 +18,7 @@ TRACE = {"id": 7, "name": "", "labels": {}, "state": "parsing", "error": "", "re
 
 @pytest.fixture(scope="module")
 def report(corpus_dir):
-    from diagnosis.pipeline import run
+    from diagnosis.engine.pipeline import run
     r = run([corpus("h200", "cudagraph_abort", "kineto_trace.json.gz")], show_progress=False)
     return json.loads(json.dumps(r.to_dict(), default=str))  # what travels over HTTP
 

@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from diagnosis import pipeline
+from diagnosis.engine import pipeline
 
 
 def frame(artifacts: int, rows: int, seed: int, categorical: bool) -> pd.DataFrame:

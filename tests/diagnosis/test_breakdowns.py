@@ -7,9 +7,9 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from diagnosis.breakdowns import breakdowns, gpu_work, launch_stats, temporal_breakdown
-from diagnosis.pipeline import event_frame
-from ingest.events import make_batch
+from diagnosis.engine.breakdowns import breakdowns, gpu_work, launch_stats, temporal_breakdown
+from diagnosis.engine.pipeline import event_frame
+from ingest.engine.events import make_batch
 
 US = 1_000  # ns
 GEMM, NCCL, COPY = "sm90_gemm_kernel", "ncclDevKernel_AllReduce_Sum_f32", "Memcpy HtoD (Pinned -> Device)"

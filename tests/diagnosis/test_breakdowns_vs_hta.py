@@ -13,8 +13,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from diagnosis import scenarios
-from diagnosis.breakdowns import (
+from diagnosis.engine import scenarios
+from diagnosis.engine.breakdowns import (
     NO_LAUNCH, GpuWork, comm_compute_overlap, gpu_work, hta_kernel_types, idle_time_breakdown, kernel_breakdown,
     launch_stats, temporal_breakdown,
 )

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from diagnosis.timeline_store import index_for
-from diagnosis.timeline.totals import totals
+from diagnosis.engine.timeline.totals import totals
 from tests.support.browser_wait import wait_for_js
 from tests.support.diagnosed_traces import diagnosed
 from tests.support.fixtures import SHOTS

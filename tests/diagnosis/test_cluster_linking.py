@@ -4,9 +4,9 @@ linking, not the rules."""
 import pytest
 
 from diagnosis.models import ClusterRecord, FindingRecord, record_report
-from diagnosis.results import Cluster, Report, TraceSummary
+from diagnosis.engine.results import Cluster, Report, TraceSummary
 from ingest.models import Trace
-from rules.results import Evidence, Finding
+from rules.engine.results import Evidence, Finding
 
 
 def report(*fingerprints: str) -> Report:

@@ -1,9 +1,9 @@
 """Clustering within a trace: shared root causes, declared causal edges, headline, order."""
 import msgspec
 
-from diagnosis.clusters import apply_suppressions, cluster_findings, describe, fingerprint
-from diagnosis.results import Suppression
-from rules.results import RuleFinding
+from diagnosis.engine.clusters import apply_suppressions, cluster_findings, describe, fingerprint
+from diagnosis.engine.results import Suppression
+from rules.engine.results import RuleFinding
 
 S = 10**9
 

@@ -1,4 +1,4 @@
-"""diagnosis.diff over stored reports of real corpus runs (tests/fixtures/golden_reports): what
+"""diagnosis.engine.diff over stored reports of real corpus runs (tests/fixtures/golden_reports): what
 appears, disappears and persists, SLI deltas, and the regression verdict."""
 import copy
 import json
@@ -6,9 +6,9 @@ import json
 import numpy as np
 import pytest
 
-from diagnosis.diff import compare
-from diagnosis.diff.render import RENDERERS
-from diagnosis.trace_figures import KernelTime, TraceFigures
+from diagnosis.engine.diff import compare
+from diagnosis.engine.diff.render import RENDERERS
+from diagnosis.engine.trace_figures import KernelTime, TraceFigures
 from tests.corpus import ROOT
 
 GOLDEN = ROOT / "tests" / "fixtures" / "golden_reports"

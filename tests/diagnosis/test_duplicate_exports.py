@@ -10,7 +10,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 
 from diagnosis.tasks import diagnose_trace
 from diagnosis.timeline_store import index_for
-from ingest.duplicate_profiles import find_duplicates
+from ingest.engine.duplicate_profiles import find_duplicates
 from ingest.models import Trace
 from ingest.tasks import parse_trace
 from ingest.uploads import create_trace

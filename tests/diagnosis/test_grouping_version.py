@@ -11,8 +11,8 @@ import sys
 import msgspec
 import pytest
 
-from diagnosis.clusters import FINGERPRINT_HASHES, GROUPING_VERSION, earlier_fingerprints, fingerprint
-from rules.results import RuleFinding
+from diagnosis.engine.clusters import FINGERPRINT_HASHES, GROUPING_VERSION, earlier_fingerprints, fingerprint
+from rules.engine.results import RuleFinding
 from tests.support.stack import ROOT, postgres_database, reachable, stack_env
 
 pytestmark = pytest.mark.integration
@@ -50,9 +50,9 @@ def test_clusters_opened_before_a_fingerprint_change_keep_their_incidents(tmp_pa
 
 
 def test_the_report_carries_earlier_fingerprints_only_while_a_change_is_carried(monkeypatch):
-    from diagnosis import clusters
-    from diagnosis.clusters import cluster_findings, describe
-    from diagnosis.results import Cluster
+    from diagnosis.engine import clusters
+    from diagnosis.engine.clusters import cluster_findings, describe
+    from diagnosis.engine.results import Cluster
     f = RuleFinding(rule_id="r", title="t", severity="error", root_cause="memory.oom", fingerprint={"host": "n1"})
     groups, _ = cluster_findings([f])
     [plain] = describe(groups, [f], ["F1"])

@@ -7,7 +7,7 @@ import statistics
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from diagnosis.charts.latency import PAD_B, PAD_L, PAD_R, PAD_T, chart, nice_step
+from diagnosis.engine.charts.latency import PAD_B, PAD_L, PAD_R, PAD_T, chart, nice_step
 from diagnosis.tasks import diagnose_trace
 from ingest.models import Trace
 from ingest.tasks import parse_trace

@@ -7,9 +7,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from diagnosis import slis
-from ingest.trace_frame import category_mask, distinct_text, in_values, text_values
-from rules.features import TraceContext
+from diagnosis.engine import slis
+from ingest.engine.trace_frame import category_mask, distinct_text, in_values, text_values
+from rules.engine.features import TraceContext
 
 ROWS = 200_000
 LONG = "void ck::kernel<" + "ck::tensor_operation::element_wise::PassThrough, " * 110 + ">"

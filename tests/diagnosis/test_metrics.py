@@ -13,7 +13,7 @@ from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
 from diagnosis.models import record_report
-from diagnosis.results import Report
+from diagnosis.engine.results import Report
 from ingest.models import Trace
 from tests.support.cluster_world import NCCL, OOM, report
 from tests.support.stack import ROOT

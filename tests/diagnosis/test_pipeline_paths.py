@@ -7,11 +7,11 @@ import json
 import pytest
 
 from bench.bench_kineto_parse import build_trace
-from diagnosis import scenarios
-from diagnosis.pipeline import diagnose, load_events, run
-from ingest.artifact_results import parse_in_memory, parse_one
-from ingest.parse import parse_events
-from ingest.progress import DIAGNOSIS_STAGES, PARSE_SHARE, overall_done
+from diagnosis.engine import scenarios
+from diagnosis.engine.pipeline import diagnose, load_events, run
+from ingest.engine.artifact_results import parse_in_memory, parse_one
+from ingest.engine.parse import parse_events
+from ingest.engine.progress import DIAGNOSIS_STAGES, PARSE_SHARE, overall_done
 from tests.corpus import corpus
 from tests.support.memory_maps import in_spill_file
 
@@ -39,7 +39,7 @@ def test_the_same_event_frame_either_way(tmp_path, corpus_dir):
 
 def test_args_read_back_from_the_spill_file_give_the_same_report(tmp_path, monkeypatch, corpus_dir):
     """The CLI's parse and sort write the args (and other text of 1 MiB or more) to an unlinked
-    file and map it back (ingest.spill); where no file can be written they stay in memory."""
+    file and map it back (ingest.engine.spill); where no file can be written they stay in memory."""
     path = corpus("h200", "healthy_decode", "kineto_trace.json.gz")
     monkeypatch.setenv("TRACEDOC_SPILL_DIR", str(tmp_path))
     parsed = parse_in_memory(path.name, path).table.column("attrs")

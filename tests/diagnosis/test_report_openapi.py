@@ -9,8 +9,8 @@ import json
 import jsonschema
 import pytest
 
-from diagnosis import scenarios
-from diagnosis.results import Report
+from diagnosis.engine import scenarios
+from diagnosis.engine.results import Report
 from tests.acceptance.golden import GOLDEN
 from tests.corpus import CORPUS
 from tests.support.openapi_check import published_schema, response_schema

@@ -3,10 +3,10 @@ figures `tracedoc diff` measures on the events, so a stored report gives them to
 diff and to /metrics without its events; a report stored before them still diffs, with the reason."""
 import pytest
 
-from diagnosis import scenarios
-from diagnosis.results import Report
-from diagnosis.diff.stored import compare_stored
-from diagnosis.trace_figures import measure
+from diagnosis.engine import scenarios
+from diagnosis.engine.results import Report
+from diagnosis.engine.diff.stored import compare_stored
+from diagnosis.engine.trace_figures import measure
 from tests.corpus import corpus
 
 

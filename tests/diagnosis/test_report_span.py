@@ -7,8 +7,8 @@ import shutil
 
 import pytest
 
-from diagnosis.pipeline import diagnose
-from ingest.artifact_results import parse_one
+from diagnosis.engine.pipeline import diagnose
+from ingest.engine.artifact_results import parse_one
 from tests.corpus import CORPUS, corpus
 
 pytestmark = pytest.mark.skipif(not CORPUS.is_dir(), reason="shared corpus not found")

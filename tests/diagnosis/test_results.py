@@ -3,9 +3,9 @@
 import msgspec
 import pytest
 
-from diagnosis import scenarios
-from diagnosis.results import ArtifactEntry, Cluster, FailedSLO, Report, Violation
-from rules.results import Finding
+from diagnosis.engine import scenarios
+from diagnosis.engine.results import ArtifactEntry, Cluster, FailedSLO, Report, Violation
+from rules.engine.results import Finding
 from tests.corpus import CORPUS
 
 SCENARIOS = ["h200/cudagraph_abort", "h200/fragmented_decode"]

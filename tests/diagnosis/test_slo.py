@@ -2,8 +2,8 @@
 import pandas as pd
 import pytest
 
-from diagnosis import scenarios
-from diagnosis.slo import SLO, SLOError, evaluate_slo, load_slos
+from diagnosis.engine import scenarios
+from diagnosis.engine.slo import SLO, SLOError, evaluate_slo, load_slos
 from tests.corpus import CORPUS, ROOT
 
 FIXTURES = ROOT / "tests" / "fixtures" / "nccl_multirank"
@@ -93,7 +93,7 @@ def test_aborted_capture_breaks_graph_replay_success():
 
 
 def test_decode_step_annotations_emit_tokens_profiler_steps_do_not():
-    from rules.features import TraceContext
+    from rules.engine.features import TraceContext
     ann = pd.DataFrame({"ts": [0, 10**7, 2 * 10**7, 3 * 10**7], "dur": [5 * 10**6] * 4, "kind": "annotation",
                         "name": ["decode_step_0", "decode_step_1", "ProfilerStep#2", "ProfilerStep#3"]})
     steps = TraceContext(ann).feature("decode_steps")

@@ -1,7 +1,7 @@
 """Team SLOs: CRUD with validation, team scoping, and the effective set a diagnosis uses."""
-from diagnosis import scenarios
+from diagnosis.engine import scenarios
 from diagnosis.models import SLODefinition
-from diagnosis.pipeline import diagnose
+from diagnosis.engine.pipeline import diagnose
 from tests.corpus import corpus
 
 

@@ -6,10 +6,10 @@ import re
 
 import pytest
 
-from diagnosis import scenarios
-from diagnosis.charts.telemetry import GAP, PAD_B, PAD_L, PAD_R, PAD_T, PANEL_H, TITLE_H, chart, thin
+from diagnosis.engine import scenarios
+from diagnosis.engine.charts.telemetry import GAP, PAD_B, PAD_L, PAD_R, PAD_T, PANEL_H, TITLE_H, chart, thin
 from ingest.models import Trace
-from rules.results import Finding
+from rules.engine.results import Finding
 from tests.corpus import corpus
 from tests.support.fixtures import SHOTS, log_in
 

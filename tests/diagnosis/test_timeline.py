@@ -1,6 +1,6 @@
 """Geometry of the timeline SVG: lanes per artifact, finding marks, evidence dots, ticks."""
-from diagnosis.timeline import LABEL_W, PAD_R, format_offset, layout, tick_offsets
-from rules.results import Evidence, Finding
+from diagnosis.engine.timeline import LABEL_W, PAD_R, format_offset, layout, tick_offsets
+from rules.engine.results import Evidence, Finding
 
 S = 10**9
 

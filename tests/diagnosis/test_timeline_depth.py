@@ -3,9 +3,9 @@ on random properly nested calls of several threads, on zero-length events at a c
 and on the corpus's big trace, whose thread lanes become one lane per depth."""
 import numpy as np
 
-from diagnosis.pipeline import run
-from diagnosis.timeline.export import chrome_trace
-from diagnosis.timeline.index import MAX_DEPTH, build_index, nesting_depth
+from diagnosis.engine.pipeline import run
+from diagnosis.engine.timeline.export import chrome_trace
+from diagnosis.engine.timeline.index import MAX_DEPTH, build_index, nesting_depth
 from tests.corpus import corpus
 
 

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from diagnosis.timeline_store import index_for
-from diagnosis.timeline.totals import totals, union_ns
+from diagnosis.engine.timeline.totals import totals, union_ns
 from tests.support.diagnosed_traces import diagnosed
 
 SEARCH = "/api/v1/traces/{}/timeline/search/"

@@ -1,6 +1,6 @@
 """Differential oracles for the native code that parses uploads: what the compiled code hands
-back against what msgspec (the Kineto window scanner, ingest/parsers/kineto/_scan.c) or plain
-Python (the row copy, ingest/_gather.c) gives for the same input.
+back against what msgspec (the Kineto window scanner, ingest/engine/parsers/kineto/_scan.c) or plain
+Python (the row copy, ingest/engine/_gather.c) gives for the same input.
 
 Light on imports (msgspec, numpy): the fuzz targets (tests/fuzz/targets.py) load this into a
 Python run under AddressSanitizer, where the rest of the project (Arrow) is not wanted. The
@@ -16,7 +16,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
-# _scan.c's type tags (`enum`), as ingest/parsers/kineto/scan.py names them
+# _scan.c's type tags (`enum`), as ingest/engine/parsers/kineto/scan.py names them
 ABSENT, NULL, STR, ESC, INT, FLOAT, BOOL, OBJ, ARR = range(9)
 MAX_DEPTH = 200  # _scan.c: deeper windows are left to msgspec
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1

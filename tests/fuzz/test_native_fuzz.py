@@ -1,7 +1,7 @@
 """The native code that parses uploads, under AddressSanitizer and UndefinedBehaviorSanitizer,
 fuzzed with coverage by atheris (libFuzzer) against differential oracles (tests/fuzz/oracles.py):
-the Kineto window scanner (ingest/parsers/kineto/_scan.c) against msgspec, the row copy
-(ingest/_gather.c) against plain Python.
+the Kineto window scanner (ingest/engine/parsers/kineto/_scan.c) against msgspec, the row copy
+(ingest/engine/_gather.c) against plain Python.
 
 The extensions are built with clang into a temporary folder (tests/fuzz/build.py), never over
 the installed ones. Each target starts from its kept seed corpus, tests/fuzz/seeds/TARGET/

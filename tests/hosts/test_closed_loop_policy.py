@@ -9,7 +9,7 @@ import pytest
 from django.utils import timezone
 
 from diagnosis.models import FindingRecord, record_report
-from diagnosis.pipeline import run
+from diagnosis.engine.pipeline import run
 from hosts.models import CapturePolicy, CaptureRequest
 from ingest.models import Trace
 from tests.corpus import ROOT

@@ -19,7 +19,7 @@ GIB = 1024**3
 _CHILD = """
 import json, sys, time
 from pathlib import Path
-from ingest.artifact_results import parse_in_memory
+from ingest.engine.artifact_results import parse_in_memory
 started = time.monotonic()
 result = parse_in_memory(sys.argv[1], Path(sys.argv[2]))
 status = Path("/proc/self/status").read_text()

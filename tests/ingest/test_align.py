@@ -3,11 +3,11 @@ import json
 import pyarrow as pa
 import pytest
 
-from diagnosis.pipeline import load_events
-from ingest.align import align_tables, describe_alignment
-from ingest.artifact_results import parse_one
-from ingest.bundle import expand
-from ingest.events import make_batch
+from diagnosis.engine.pipeline import load_events
+from ingest.engine.align import align_tables, describe_alignment
+from ingest.engine.artifact_results import parse_one
+from ingest.engine.bundle import expand
+from ingest.engine.events import make_batch
 from tests.corpus import corpus
 
 

@@ -1,5 +1,5 @@
 """Stamps without a year take the year the upload's evidence gives, never one that merely fits
-a range; what no evidence places stays as read, flagged (ingest.align, ingest.clock_evidence)."""
+a range; what no evidence places stays as read, flagged (ingest.engine.align, ingest.engine.clock_evidence)."""
 from __future__ import annotations
 
 import datetime as dt
@@ -9,9 +9,9 @@ import os
 
 import pyarrow as pa
 
-from ingest.align import plan_alignment
-from ingest.events import make_batch
-from ingest.parsers.logs.year import year_hint
+from ingest.engine.align import plan_alignment
+from ingest.engine.events import make_batch
+from ingest.engine.parsers.logs.year import year_hint
 
 S = 10**9
 DAY = 86_400 * S

@@ -6,9 +6,9 @@ import zipfile
 
 import pytest
 
-from ingest.artifact_results import parse_one
-from ingest.bundle import archive_kind, expand
-from ingest.events import ParseError
+from ingest.engine.artifact_results import parse_one
+from ingest.engine.bundle import archive_kind, expand
+from ingest.engine.events import ParseError
 from tests.corpus import corpus
 
 NVML = ("nvidia-smi-q.txt", "nvidia-smi-dmon.txt", "nvidia-smi.txt")

@@ -1,6 +1,6 @@
 """Clock travels through report.meta as a dict and reads back the same."""
-from ingest.clock import Clock
-from ingest.events import ParseReport
+from ingest.engine.clock import Clock
+from ingest.engine.events import ParseReport
 
 
 def test_meta_round_trip_keeps_every_field():

@@ -13,9 +13,9 @@ import zipfile
 
 import pytest
 
-from ingest.bundle import expand
-from ingest.events import ParseError
-from ingest.io import read_all
+from ingest.engine.bundle import expand
+from ingest.engine.events import ParseError
+from ingest.engine.io import read_all
 from tests.ingest.hostile import GIB, MIB, gzip_of_repeats, parse_isolated, shared_reference_snapshot
 
 PEAK_MIB = 500
@@ -44,7 +44,7 @@ def test_snapshot_of_shared_references_is_refused_before_its_4_million_records(t
     snapshot = shared_reference_snapshot(tmp_path / "snapshot.pickle", devices=2000, actions=2000)
     assert snapshot.stat().st_size < 16 * 1024
     cost = parse_isolated("snapshot.pickle", snapshot)
-    # refused by the bound that comes first: the objects the unpickler built (ingest.safe_pickle,
+    # refused by the bound that comes first: the objects the unpickler built (ingest.engine.safe_pickle,
     # shared references counted once per reference), before the records are counted
     assert "objects for a pickle of" in cost["error"] and "shared references" in cost["error"], cost
     assert cost["events"] == 0 and cost["peak_mib"] < PEAK_MIB and cost["seconds"] < SECONDS, cost

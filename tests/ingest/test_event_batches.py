@@ -3,7 +3,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from ingest.events import DEFAULTS, SCHEMA, make_batch
+from ingest.engine.events import DEFAULTS, SCHEMA, make_batch
 
 
 def _general(columns: dict, n: int, **constants) -> pa.RecordBatch:

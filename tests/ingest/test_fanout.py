@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from diagnosis.pipeline import run
-from ingest import kineto_ranges
+from diagnosis.engine.pipeline import run
+from ingest.engine import kineto_ranges
 from tests.acceptance.golden import normalized
 from tests.corpus import corpus
 from tests.support.stack import Stack, add_workers, part_counts, pool_children, running_stack, wait_for

@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from ingest.io import HEAD_BYTES
-from ingest.parsers import PARSERS, detect, registered
+from ingest.engine.io import HEAD_BYTES
+from ingest.engine.parsers import PARSERS, detect, registered
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -58,12 +58,12 @@ def test_detection_patterns_are_re2():
     for name in PARSERS:
         if name.startswith("logs."):
             continue
-        module = importlib.import_module(f"ingest.parsers.{name}")
+        module = importlib.import_module(f"ingest.engine.parsers.{name}")
         for attr, value in vars(module).items():
             if isinstance(value, re.Pattern) and (name, attr) not in NOT_RE2:
                 backtracking.append(f"{name}.{attr}")
     assert not backtracking, f"patterns on Python's re in detection modules: {backtracking}"
-    from ingest import parsers
+    from ingest.engine import parsers
     assert not any(isinstance(v, re.Pattern) for v in vars(parsers).values())
 
 

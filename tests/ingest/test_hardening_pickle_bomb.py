@@ -10,7 +10,7 @@ import pickle
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from ingest.safe_pickle import MAX_DEPTH, check_objects
+from ingest.engine.safe_pickle import MAX_DEPTH, check_objects
 from ingest.tasks import parse_trace
 from ingest.uploads import create_trace
 from tests.ingest.hostile import parse_isolated

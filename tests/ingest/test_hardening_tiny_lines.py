@@ -12,8 +12,8 @@ from types import SimpleNamespace
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from ingest.events import EventSink, ParseReport
-from ingest.parse import parse_to_table, run_parser
+from ingest.engine.events import EventSink, ParseReport
+from ingest.engine.parse import parse_to_table, run_parser
 from ingest.tasks import parse_trace
 from ingest.uploads import create_trace
 from tests.ingest.hostile import MIB, parse_isolated

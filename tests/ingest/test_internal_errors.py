@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from cli.main import EXIT_INTERNAL, main
-from ingest.artifact_results import parse_one
+from ingest.engine.artifact_results import parse_one
 
 CAPTURES = Path(__file__).resolve().parents[1] / "fixtures" / "captures"
 PMON = CAPTURES / "nvidia_smi_pmon" / "sonar_4gpu_pmon_s_mu.txt"
@@ -18,7 +18,7 @@ PENDING = CAPTURES / "nvidia_smi" / "azurehpc_8gpu_535_page_retirement_pending.t
 
 @pytest.fixture
 def broken_pmon(monkeypatch):
-    import ingest.parsers.nvidia_smi.pmon as pmon
+    import ingest.engine.parsers.nvidia_smi.pmon as pmon
 
     # a parse() of the parsers package (the position is read from their frames' `loc`)
     code = ("def parse(path, sink, report):\n"
@@ -58,11 +58,11 @@ def test_cli_exit_codes_without_bugs(capsys, tmp_path):
 
 
 def test_cli_internal_error_outside_the_parsers(monkeypatch, capsys):
-    import diagnosis.pipeline
+    import diagnosis.engine.pipeline
 
     def run(*args, **kwargs):
         raise RuntimeError("a bug in the rules engine")
-    monkeypatch.setattr(diagnosis.pipeline, "run", run)
+    monkeypatch.setattr(diagnosis.engine.pipeline, "run", run)
     assert main(["diagnose", "-q", str(PMON)]) == 3
     err = capsys.readouterr().err
     assert "internal error: RuntimeError: a bug in the rules engine" in err and "Traceback" not in err

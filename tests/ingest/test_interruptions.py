@@ -5,9 +5,9 @@ from pathlib import Path
 import pytest
 from celery.exceptions import SoftTimeLimitExceeded
 
-from ingest import interruptions
-from ingest.artifact_results import parse_one
-from ingest.parsers.logs import parser as log_parser
+from ingest.engine import interruptions
+from ingest.engine.artifact_results import parse_one
+from ingest.engine.parsers.logs import parser as log_parser
 
 
 @pytest.fixture

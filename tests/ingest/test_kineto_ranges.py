@@ -1,4 +1,4 @@
-"""A big uncompressed Kineto trace parsed in byte ranges and merged (ingest.kineto_ranges)
+"""A big uncompressed Kineto trace parsed in byte ranges and merged (ingest.engine.kineto_ranges)
 gives the rows of one parse of the whole file: every column, the same order, the same
 report; and the cases the merge cannot put right fall back to the whole parse."""
 from __future__ import annotations
@@ -15,10 +15,10 @@ import pyarrow.compute as pc
 import pytest
 
 from bench.bench_kineto_parse import build_trace
-from ingest import kineto_ranges as kr
-from ingest.events import SCHEMA
-from ingest.parse import parse_to_table
-from ingest.parsers.kineto import decode
+from ingest.engine import kineto_ranges as kr
+from ingest.engine.events import SCHEMA
+from ingest.engine.parse import parse_to_table
+from ingest.engine.parsers.kineto import decode
 from tests.corpus import CORPUS, corpus
 
 TRACES = sorted(p.parent.name for p in (CORPUS / "h200").glob("*/kineto_trace.json.gz"))

@@ -1,4 +1,4 @@
-"""ingest.log_ranges: a text log parsed as byte ranges (several workers) gives the rows, order,
+"""ingest.engine.log_ranges: a text log parsed as byte ranges (several workers) gives the rows, order,
 line numbers, warnings and clock of one parse of the whole file."""
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from ingest.events import SCHEMA
-from ingest.log_ranges import consistent, finish, parse_range, plan_ranges
-from ingest.parsers.logs.year import year_hint
-from ingest.parse import parse_to_table
-from ingest.parsers import detect
+from ingest.engine.events import SCHEMA
+from ingest.engine.log_ranges import consistent, finish, parse_range, plan_ranges
+from ingest.engine.parsers.logs.year import year_hint
+from ingest.engine.parse import parse_to_table
+from ingest.engine.parsers import detect
 from tests.corpus import CORPUS
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -111,7 +111,7 @@ def test_a_chained_exception_whose_first_traceback_is_before_the_warm_up_is_dete
 def test_a_log_past_the_event_bound_is_not_merged_from_ranges(tmp_path, monkeypatch):
     """Each range stops at the whole file's event bound, and ranges that together exceed it
     are not merged: the caller parses the file whole, which keeps the first events and says
-    where it stopped (ingest.parse)."""
+    where it stopped (ingest.engine.parse)."""
     monkeypatch.setenv("TRACEDOC_MAX_LOG_EVENTS", "300")
     path = tmp_path / "tiny.log"
     path.write_text("".join(f"x{i}\n" for i in range(1000)))

@@ -2,7 +2,7 @@
 with 'got' a bounded excerpt whatever the input's size."""
 from __future__ import annotations
 
-from ingest.events import MAX_GOT, ParseError, describe, excerpt
+from ingest.engine.events import MAX_GOT, ParseError, describe, excerpt
 
 
 def test_got_is_a_bounded_excerpt_whatever_the_input():

@@ -1,13 +1,13 @@
 """Every registered parser module meets the `Parser` Protocol: its attributes and the exact
-signatures the registry and ingest.parse call it with."""
+signatures the registry and ingest.engine.parse call it with."""
 import inspect
 
 import pytest
 
-import ingest.parsers as registry
-from ingest.events import SOURCES
-from ingest.parsers import PARSERS, registered
-from ingest.parsers.protocol import Parser
+import ingest.engine.parsers as registry
+from ingest.engine.events import SOURCES
+from ingest.engine.parsers import PARSERS, registered
+from ingest.engine.parsers.protocol import Parser
 
 MODULES = registered()
 
@@ -19,7 +19,7 @@ def _parameters(function) -> list[inspect.Parameter]:
 
 
 def _listed_name(module) -> str:
-    """The module's name as PARSERS lists it: "family.module" under ingest.parsers."""
+    """The module's name as PARSERS lists it: "family.module" under ingest.engine.parsers."""
     return module.__name__.removeprefix(f"{registry.__name__}.")
 
 
@@ -35,7 +35,7 @@ def test_every_parser_lives_in_a_family_package():
 def test_module_meets_the_protocol(module):
     for attribute in ("FORMAT", "SOURCE"):
         assert isinstance(getattr(module, attribute, None), str) and getattr(module, attribute), attribute
-    assert module.SOURCE in SOURCES, f"source {module.SOURCE!r} is not one of ingest.events.SOURCES"
+    assert module.SOURCE in SOURCES, f"source {module.SOURCE!r} is not one of ingest.engine.events.SOURCES"
     for method in ("sniff", "parse"):
         function = getattr(module, method, None)
         assert inspect.isfunction(function), f"{method} is not a function"

@@ -16,9 +16,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ingest.events import EventSink, ParseError, ParseReport
-from ingest.parse import InternalParseError, parse_artifact, run_parser
-from ingest.parsers import registered
+from ingest.engine.events import EventSink, ParseError, ParseReport
+from ingest.engine.parse import InternalParseError, parse_artifact, run_parser
+from ingest.engine.parsers import registered
 from tests.corpus import CORPUS
 
 ROOT = Path(__file__).resolve().parents[2]

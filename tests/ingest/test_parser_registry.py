@@ -1,5 +1,5 @@
 """The registry's order (the Protocol each parser meets is checked in test_parser_contract.py)."""
-from ingest.parsers import PARSERS
+from ingest.engine.parsers import PARSERS
 
 
 def test_generic_text_logs_are_tried_last():

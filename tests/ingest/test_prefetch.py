@@ -1,4 +1,4 @@
-"""ingest.prefetch: items made one ahead in a thread, in order; the producer's error raised
+"""ingest.engine.prefetch: items made one ahead in a thread, in order; the producer's error raised
 at its item; a caller that stops early stops (and closes) the producer; the caller's context
 seen by the producer."""
 import contextvars
@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from ingest.prefetch import prefetched
+from ingest.engine.prefetch import prefetched
 
 
 def test_items_come_in_order_from_another_thread():

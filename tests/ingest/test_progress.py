@@ -6,8 +6,8 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from diagnosis.tasks import diagnose_trace
 from ingest import tasks as ingest_tasks
 from ingest.models import Trace
-from ingest.parsers.kineto import decode as kineto_decode
-from ingest.progress import DIAGNOSIS_STAGES
+from ingest.engine.parsers.kineto import decode as kineto_decode
+from ingest.engine.progress import DIAGNOSIS_STAGES
 from ingest.tasks import parse_trace
 from ingest.uploads import create_trace
 from tests.corpus import corpus

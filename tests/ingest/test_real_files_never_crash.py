@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from ingest.artifact_results import parse_one
-from ingest.bundle import expand
+from ingest.engine.artifact_results import parse_one
+from ingest.engine.bundle import expand
 from tests.corpus import CORPUS
 
 ROOT = Path(__file__).resolve().parents[2]

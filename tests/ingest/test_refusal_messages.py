@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from ingest.events import MAX_GOT, EventSink, ParseError, ParseReport
-from ingest.parse import InternalParseError, run_parser
-from ingest.parsers import PARSERS, _load, detect
+from ingest.engine.events import MAX_GOT, EventSink, ParseError, ParseReport
+from ingest.engine.parse import InternalParseError, run_parser
+from ingest.engine.parsers import PARSERS, _load, detect
 
 # the generic log parser takes any text (it is the fallback): it refuses nothing
 REFUSING = [name for name in PARSERS if name != "logs.parser"]

@@ -1,11 +1,11 @@
-"""ingest.row_copy.take_texts: Arrow's take, in one exact-size copy."""
+"""ingest.engine.row_copy.take_texts: Arrow's take, in one exact-size copy."""
 from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
 import pytest
 
-from ingest import row_copy
+from ingest.engine import row_copy
 from tests.fuzz.targets import replay
 from tests.support.native import require_built
 
@@ -36,20 +36,20 @@ def test_nulls_and_other_types_go_through_arrow():
 
 
 def test_a_row_past_the_end_is_an_error_not_a_read():
-    require_built(row_copy._gather, "the row copy (ingest/_gather.c)")
+    require_built(row_copy._gather, "the row copy (ingest/engine/_gather.c)")
     with pytest.raises((IndexError, ValueError)):
         row_copy.take_texts(pa.array([b"a", b"b"]), np.array([0, 2]))
 
 
 def test_every_seed_of_the_fuzz_corpus_passes_the_oracle_with_the_installed_build():
-    require_built(row_copy._gather, "the row copy (ingest/_gather.c)")
+    require_built(row_copy._gather, "the row copy (ingest/engine/_gather.c)")
     assert replay(row_copy._gather, "gather") >= 5
 
 
 @pytest.mark.parametrize("written", [-16, 9])
 def test_a_start_outside_the_output_is_an_error_not_a_write(written):
     """Issue 29's fuzz run: a negative start wrote before the output."""
-    require_built(row_copy._gather, "the row copy (ingest/_gather.c)")
+    require_built(row_copy._gather, "the row copy (ingest/engine/_gather.c)")
     out, ends = np.zeros(8, np.uint8), np.zeros(1, np.int32)
     source = (np.array([0, 3], np.int32), np.frombuffer(b"abc", np.uint8))
     with pytest.raises(ValueError, match="outside the output"):

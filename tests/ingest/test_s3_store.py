@@ -12,10 +12,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from diagnosis.pipeline import load_events
-from ingest.artifact_results import ArtifactResult, parse_one
+from diagnosis.engine.pipeline import load_events
+from ingest.engine.artifact_results import ArtifactResult, parse_one
 from ingest.storage import ContentStore, LocalStore, S3Store
-from ingest.stored_file import StoredFile
+from ingest.engine.stored_file import StoredFile
 from tests.corpus import corpus
 from tests.support.s3_emulator import CREDENTIALS, s3_emulator
 

@@ -4,8 +4,8 @@ import pickletools
 
 import pytest
 
-from ingest.events import ParseError
-from ingest.safe_pickle import load_path, loads
+from ingest.engine.events import ParseError
+from ingest.engine.safe_pickle import load_path, loads
 from tests.corpus import corpus
 
 CORPUS_PICKLES = [("h200", "nccl_timeout", "nccl_trace_rank_0"),

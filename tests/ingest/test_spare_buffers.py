@@ -1,10 +1,10 @@
-"""Window buffers are taken again only when nothing refers to them (ingest.spare_buffers)."""
+"""Window buffers are taken again only when nothing refers to them (ingest.engine.spare_buffers)."""
 import msgspec
 import numpy as np
 import pyarrow as pa
 import pytest
 
-from ingest.spare_buffers import SpareBuffers, underlying
+from ingest.engine.spare_buffers import SpareBuffers, underlying
 
 
 def test_a_buffer_nothing_refers_to_is_taken_again():

@@ -1,4 +1,4 @@
-"""Big text columns written to an unlinked file and read back through a map (ingest.spill):
+"""Big text columns written to an unlinked file and read back through a map (ingest.engine.spill):
 the same values, the bytes outside the process's own memory, nothing left on disk, and memory
 as before wherever no file can be written."""
 import sys
@@ -8,8 +8,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from ingest import spill as spill_mod
-from ingest.spill import SpillFile, spilled
+from ingest.engine import spill as spill_mod
+from ingest.engine.spill import SpillFile, spilled
 from tests.support.memory_maps import mapping_of
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/maps")

@@ -4,8 +4,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from ingest import time_order
-from ingest.events import SCHEMA
+from ingest.engine import time_order
+from ingest.engine.events import SCHEMA
 from tests.support.memory_maps import in_spill_file
 from tests.support.native import require_built
 
@@ -27,11 +27,11 @@ def _table(chunks: int, rows: int, rng: np.random.Generator) -> pa.Table:
 
 @pytest.fixture(params=["compiled", "arrow"])
 def row_copy(request, monkeypatch):
-    """The sort's row copy: the compiled one (ingest/_gather.c) and Arrow's takes."""
+    """The sort's row copy: the compiled one (ingest/engine/_gather.c) and Arrow's takes."""
     if request.param == "arrow":
         monkeypatch.setattr(time_order, "_gather", None)
     else:
-        require_built(time_order._gather, "the row copy (ingest/_gather.c)")
+        require_built(time_order._gather, "the row copy (ingest/engine/_gather.c)")
     return request.param
 
 
@@ -72,7 +72,7 @@ def test_chunks_go_as_soon_as_no_later_slice_reads_them(monkeypatch, row_copy):
     ([1], [0], "dropped or missing"), ([5], [0], "dropped or missing"), ([0], [3], "past its chunk"),
     ([0], [-1], "past its chunk"), ([0], [2**63 - 1], "past its chunk")])
 def test_the_compiled_copy_refuses_rows_outside_its_sources(chunk_of, within, why):
-    require_built(time_order._gather, "the row copy (ingest/_gather.c)")
+    require_built(time_order._gather, "the row copy (ingest/engine/_gather.c)")
     offsets, data = np.array([0, 2, 5], np.int32), np.frombuffer(b"abcde", np.uint8)
     out, ends = np.zeros(8, np.uint8), np.zeros(1, np.int32)
     with pytest.raises(ValueError, match=why):

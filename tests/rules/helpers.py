@@ -6,11 +6,11 @@ import textwrap
 import orjson
 import pyarrow as pa
 
-from ingest.events import DEFAULTS, make_batch
-from rules.compiler import compile_rule
-from rules.evaluator import evaluate_rules
-from rules.features import TraceContext
-from rules.loader import load_rule_text
+from ingest.engine.events import DEFAULTS, make_batch
+from rules.engine.compiler import compile_rule
+from rules.engine.evaluator import evaluate_rules
+from rules.engine.features import TraceContext
+from rules.engine.loader import load_rule_text
 
 S = 1_000_000_000
 MS = 1_000_000

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from rules.results import Evidence
+from rules.engine.results import Evidence
 from tests.rules.helpers import MS, S, events, run
 
 DURS_MS = [10, 20, 30, 40, 100]
@@ -101,10 +101,10 @@ def test_overlapping_sliding_windows_merge_into_one_finding():
 
 
 def test_a_million_buckets_window_is_refused_at_evaluation():
-    from rules.compiler import compile_rule
-    from rules.evaluator import evaluate_rules
-    from rules.features import TraceContext
-    from rules.loader import load_rule_text
+    from rules.engine.compiler import compile_rule
+    from rules.engine.evaluator import evaluate_rules
+    from rules.engine.features import TraceContext
+    from rules.engine.loader import load_rule_text
     from tests.rules.helpers import rule_text
     frame = events([{"ts": 0, "kind": "error"}, {"ts": 1000 * S, "kind": "error"}])   # 1000 s / 1 ms = 1e6
     rules = load_rule_text(rule_text("match:\n  sel: {kind: error}\ncondition: sel\naggregate:\n  window: 1ms\n"))

@@ -3,8 +3,8 @@ bounded like nvml_burst), declared by gpu.idle-gaps, whose host verdict an eBPF 
 host's waits decides; an order of it carries its bounds to the agent."""
 import pytest
 
-from rules.capture_plans import MAX_DURATION_S, TIMED_KINDS, CapturePlanError, parse_plan
-from rules.loader import load_rule_dirs
+from rules.engine.capture_plans import MAX_DURATION_S, TIMED_KINDS, CapturePlanError, parse_plan
+from rules.engine.loader import load_rule_dirs
 
 
 def test_an_ebpf_plan_is_a_timed_window_taken_at_once():

@@ -3,7 +3,7 @@ import time
 
 import pytest
 
-from rules.expressions import And, ExprError, Not, Quantified, SelectionRef, parse_condition
+from rules.engine.expressions import And, ExprError, Not, Quantified, SelectionRef, parse_condition
 
 
 def test_glob_with_many_stars_is_fast():

@@ -35,7 +35,7 @@ def test_condition(frame, condition, expected):
 
 
 def test_attrs_are_parsed_only_for_rows_that_survive_cheap_tests(monkeypatch):
-    from rules import attrs
+    from rules.engine import attrs
     frame = events([{"ts": i, "kind": "kernel" if i % 100 else "error", "name": "x", "attrs": {"n": i}}
                     for i in range(1000)])
     parsed = []

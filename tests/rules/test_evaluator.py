@@ -3,12 +3,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ingest.trace_frame import as_event_frame
-from rules import budget, features
-from rules.compiler import compile_rule
-from rules.evaluator import evaluate_rules
-from rules.features import TraceContext, feature, list_features
-from rules.loader import load_rule_text
+from ingest.engine.trace_frame import as_event_frame
+from rules.engine import budget, features
+from rules.engine.compiler import compile_rule
+from rules.engine.evaluator import evaluate_rules
+from rules.engine.features import TraceContext, feature, list_features
+from rules.engine.loader import load_rule_text
 from tests.rules.helpers import MS, S, events, rule_text, run
 
 CALLS = []

@@ -1,7 +1,7 @@
 """Condition and having expressions: one grammar, dataclass nodes, positions in errors."""
 import pytest
 
-from rules.expressions import (Aggregate, And, Arithmetic, Compare, ExprError, Negate, Not, Number, Or, Quantified,
+from rules.engine.expressions import (Aggregate, And, Arithmetic, Compare, ExprError, Negate, Not, Number, Or, Quantified,
                                SelectionRef, Text, having_aggregates, parse_condition, parse_having)
 
 SELECTIONS = ["errors", "benign", "filter_a", "filter_b"]

@@ -8,11 +8,11 @@ import tracemalloc
 import orjson
 import pyarrow as pa
 
-import rules.features.oom as oom
-from diagnosis.pipeline import event_frame
-from ingest.events import DEFAULTS, make_batch
-from rules.features import TraceContext
-from rules.features.cuda_graph import _interleaved_thread_conflicts
+import rules.engine.features.oom as oom
+from diagnosis.engine.pipeline import event_frame
+from ingest.engine.events import DEFAULTS, make_batch
+from rules.engine.features import TraceContext
+from rules.engine.features.cuda_graph import _interleaved_thread_conflicts
 
 
 def frame(rows: list[dict]):

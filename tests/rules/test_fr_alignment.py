@@ -1,8 +1,8 @@
 """Cross-rank alignment on small synthetic flight-recorder entry lists, and the timeout verdict."""
 from __future__ import annotations
 
-from rules.features.collectives import FrEntry, first_divergences, fr_entries, worst_straggles
-from rules.features.nccl import verdict
+from rules.engine.features.collectives import FrEntry, first_divergences, fr_entries, worst_straggles
+from rules.engine.features.nccl import verdict
 from tests.rules.helpers import events
 
 MS = 1_000_000

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from rules.features.collectives import FrEntry, first_divergences
+from rules.engine.features.collectives import FrEntry, first_divergences
 from tests.corpus import corpus
 
 CALL = re.compile(r"(\w+)\(input_sizes=(\[\[[\d, ]*\]\]), state=(\w+)\)")

@@ -5,9 +5,9 @@ import json
 import numpy as np
 import pandas as pd
 
-from ingest.trace_frame import as_event_frame
-from rules.features import TraceContext
-from rules.features.gpu import _host_time_in
+from ingest.engine.trace_frame import as_event_frame
+from rules.engine.features import TraceContext
+from rules.engine.features.gpu import _host_time_in
 
 
 def test_host_time_in_gaps_matches_a_loop_over_gaps():
@@ -42,7 +42,7 @@ def test_input_time_counts_nested_dataloader_frames_once():
     tracing: the annotation, __next__, _next_data, fetch, collate) overlap: their union, not
     their sum, is the time in the input pipeline. A transformers pipeline's `__next__` wraps the
     whole forward pass and is not input loading; a GPU user annotation (a stream) is no host work."""
-    from rules.features.gpu import _input_time_in
+    from rules.engine.features.gpu import _input_time_in
     rng = np.random.default_rng(7)
     rows, inputs = [], []
     for step in range(20):
@@ -68,7 +68,7 @@ def test_input_time_counts_nested_dataloader_frames_once():
 def test_launch_calls_of_the_driver_and_hip_are_counted():
     """Triton kernels go through the driver (cuLaunchKernel(Ex), kind driver) on CUDA and
     through hipModuleLaunchKernel on ROCm: each kernel's launch is one launch call."""
-    from rules.features.gpu import gpu_activity
+    from rules.engine.features.gpu import gpu_activity
     calls = ["cudaLaunchKernel", "cuLaunchKernelEx", "cudaLaunchKernelExC", "hipModuleLaunchKernel",
              "hipLaunchKernel", "cuLaunchKernel"] * 4
     rows = []

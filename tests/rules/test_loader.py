@@ -5,9 +5,9 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from cli import rules_commands
-from rules import limits, loader
-from rules.loader import RuleError, check_text, load_rule_dirs, load_rule_text, validate_files
-from rules.schema_errors import schema
+from rules.engine import limits, loader
+from rules.engine.loader import RuleError, check_text, load_rule_dirs, load_rule_text, validate_files
+from rules.engine.schema_errors import schema
 from tests.rules.helpers import events, rule_text, run
 
 
@@ -207,10 +207,10 @@ def test_the_guide_example_is_a_valid_rule():
 
 def test_docs_list_every_feature():
     """docs/rules.md keeps the table `tracedoc rules features` prints."""
-    from rules.features import get_feature, list_features
+    from rules.engine.features import get_feature, list_features
     from tests.corpus import ROOT
     docs = (ROOT / "docs" / "rules.md").read_text()
     shipped = [f["name"] for f in list_features()  # other tests register features of their own
-               if get_feature(f["name"]).fn.__module__.startswith("rules.features.")]
+               if get_feature(f["name"]).fn.__module__.startswith("rules.engine.features.")]
     missing = [name for name in shipped if f"| `{name}` |" not in docs]
     assert not missing, f"regenerate the table with `tracedoc rules features`: {missing}"

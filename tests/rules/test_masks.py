@@ -5,14 +5,14 @@ import json
 import numpy as np
 import pytest
 
-from rules import modifiers
-from rules.budget import Budget
-from rules.compiler import compile_rule
-from rules.evaluator import evaluate_rules
-from rules.expressions import parse_condition
-from rules.features import TraceContext
-from rules.loader import load_rule_text
-from rules.masks import ALL, TableMasks
+from rules.engine import modifiers
+from rules.engine.budget import Budget
+from rules.engine.compiler import compile_rule
+from rules.engine.evaluator import evaluate_rules
+from rules.engine.expressions import parse_condition
+from rules.engine.features import TraceContext
+from rules.engine.loader import load_rule_text
+from rules.engine.masks import ALL, TableMasks
 from tests.rules.helpers import S, events, rule_text
 
 

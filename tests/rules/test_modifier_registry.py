@@ -4,9 +4,9 @@ import numpy as np
 import pyarrow.compute as pc
 import pytest
 
-from rules import modifiers
-from rules.errors import CompileError
-from rules.modifiers import MODIFIERS, FieldTest, Modifier, KeyValues, compile_field_test, parse_key
+from rules.engine import modifiers
+from rules.engine.errors import CompileError
+from rules.engine.modifiers import MODIFIERS, FieldTest, Modifier, KeyValues, compile_field_test, parse_key
 from tests.rules import test_modifiers
 from tests.rules.helpers import S, count, events
 

@@ -1,4 +1,4 @@
-"""What the other ranks' own logs show decides a watchdog timeout (rules.features.nccl): a peer
+"""What the other ranks' own logs show decides a watchdog timeout (rules.engine.features.nccl): a peer
 whose counters completed the timed-out seq ran a different collective; a peer whose log goes on
 after the timeout with no timeout of its own was not in it; a peer whose log just ends says
 nothing."""
@@ -8,8 +8,8 @@ import gzip
 import re
 from pathlib import Path
 
-from diagnosis.pipeline import diagnose
-from ingest.artifact_results import parse_one
+from diagnosis.engine.pipeline import diagnose
+from ingest.engine.artifact_results import parse_one
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 # the lines a rank prints when it receives another rank's dump signal: absent when the job runs

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import json
 
-from diagnosis.clusters import cluster_findings
-from rules.features import TraceContext
-from rules.results import Evidence, RuleFinding
-from rules.features.nccl import verdict, watchdog_mismatches
+from diagnosis.engine.clusters import cluster_findings
+from rules.engine.features import TraceContext
+from rules.engine.results import Evidence, RuleFinding
+from rules.engine.features.nccl import verdict, watchdog_mismatches
 from tests.rules.helpers import S, events
 
 

@@ -1,7 +1,7 @@
 """An OOM is a capture OOM when the lines right above it say a graph is being captured, not when
 they say a capture is over: torch's capture_end() warns "The CUDA Graph is empty" once it has
 ended a capture that recorded nothing, and a later allocation that fails is the workload's."""
-from diagnosis import scenarios
+from diagnosis.engine import scenarios
 from tests.acceptance.findings import by_root
 
 OOM = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 64.00 MiB (GPU 0; 39.59 GiB total capacity; "

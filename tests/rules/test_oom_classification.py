@@ -1,8 +1,8 @@
 """The OOM verdict from the figures PyTorch prints (public/logs/EXPECTED.md cases, in GiB)."""
 import pytest
 
-from ingest.parsers.logs.oom import parse_oom
-from rules.features.oom import classify
+from ingest.engine.parsers.logs.oom import parse_oom
+from rules.engine.features.oom import classify
 
 GIB, MIB = 2**30, 2**20
 
@@ -150,12 +150,12 @@ def test_more_oom_wordings(message, expect):
     ("Requested by user: yes", None),
 ])
 def test_allocator_fact(line, expect):
-    from ingest.parsers.logs.oom import allocator_fact
+    from ingest.engine.parsers.logs.oom import allocator_fact
     assert allocator_fact(line) == expect
 
 
 def test_bfc_stats_decide_capacity_and_fragmentation():
-    from rules.features.oom import _stats_figures
+    from rules.engine.features.oom import _stats_figures
     # DeepSpeech #1940: Limit 10.17 GiB, InUse 7.09 GiB, a 3.33 GiB tensor: the pool cannot hold it
     f = _stats_figures({"limit": 10925244416, "in_use": 7613320960}) | {"tried_to_allocate": 3576881152}
     assert classify(f)[0] == "capacity"
@@ -175,7 +175,7 @@ def test_one_failure_printed_twice_is_one_incident():
 
     import pandas as pd
 
-    from rules.features.oom import _incidents
+    from rules.engine.features.oom import _incidents
     rows = [  # XLA's log line, then the exception; then an unrelated failure later
         ("line 3", "Execution of replica 0 failed: RESOURCE_EXHAUSTED: Out of memory while trying to allocate 104857600 bytes",
          104857600),

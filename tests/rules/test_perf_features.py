@@ -1,6 +1,6 @@
 """The features rules read from perf captures: futex waits per thread, the hottest host
 functions per process (their self and inclusive shares), on the corpus's tokenizer captures."""
-from rules.features.perf import futex_wait_per_thread, top_host_functions
+from rules.engine.features.perf import futex_wait_per_thread, top_host_functions
 from tests.corpus import corpus
 from tests.ingest.parsers.helpers import parse_result
 

@@ -5,8 +5,8 @@ trace picker that tells traces apart."""
 import gzip
 import json
 
-from rules.features import list_features
-from rules.modifiers import MODIFIERS
+from rules.engine.features import list_features
+from rules.engine.modifiers import MODIFIERS
 from tests.corpus import corpus
 from tests.support.rule_texts import GRAPH_LAUNCHES as RULE, where
 

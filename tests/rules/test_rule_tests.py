@@ -1,8 +1,8 @@
 """run_rule_tests with an injected scenario loader, and the `rules test` command."""
 from cli import rules_commands
-from rules import loader
-from rules.loader import load_rule_text
-from rules.testing import run_rule_tests
+from rules.engine import loader
+from rules.engine.loader import load_rule_text
+from rules.engine.testing import run_rule_tests
 from tests.rules.helpers import events, rule_text
 
 RULE = rule_text("match:\n  e: {kind: error, name|contains: Capture}\ncondition: e\n"

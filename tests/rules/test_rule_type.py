@@ -1,7 +1,7 @@
 """The loaded Rule carries each key of its document as an attribute, and the compiler reads
 those (not the raw `data` dict the API shows and the pack cache stores)."""
-from rules.compiler import compile_rule
-from rules.loader import load_rule_text
+from rules.engine.compiler import compile_rule
+from rules.engine.loader import load_rule_text
 from tests.rules.helpers import rule_text
 
 

@@ -1,10 +1,10 @@
-"""Warnings that do not refuse a rule (rules.rule_warnings): found by registered validators,
+"""Warnings that do not refuse a rule (rules.engine.rule_warnings): found by registered validators,
 printed by `rules validate` on stderr, never a failed run."""
 import pytest
 
 from cli import rules_commands
-from rules.loader import load_rule_text
-from rules.rule_warnings import rule_warnings, validator, validator_names
+from rules.engine.loader import load_rule_text
+from rules.engine.rule_warnings import rule_warnings, validator, validator_names
 from tests.rules.helpers import rule_text
 
 TESTED = "tests:\n  fires: [h200/cudagraph_abort]\n"

@@ -1,8 +1,8 @@
-"""Severities are defined once (rules.severity); the rule schema, a JSON file, must list the same."""
+"""Severities are defined once (rules.engine.severity); the rule schema, a JSON file, must list the same."""
 import json
 
-from rules.schema_errors import SCHEMA_PATH
-from rules.severity import SEVERITIES, at_least, highest
+from rules.engine.schema_errors import SCHEMA_PATH
+from rules.engine.severity import SEVERITIES, at_least, highest
 
 
 def test_the_rule_schema_lists_the_severities_in_order():

@@ -1,7 +1,7 @@
 """latency.spike-host-work on real captures of tools/closed_loop/spiky_loop.py: the window the
 hook kept on an H100 names the periodic host work (`save_checkpoint`) and nothing else, and
 explains the latency.jitter of the loop's own step records."""
-from diagnosis.pipeline import run
+from diagnosis.engine.pipeline import run
 from tests.corpus import ROOT
 
 GPU = ROOT / "tests" / "fixtures" / "closed_loop" / "spiky_gpu"

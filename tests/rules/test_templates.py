@@ -1,7 +1,7 @@
 """Templates: whitelisted placeholders, format specs and filters; hostile ones refused."""
 import pytest
 
-from rules.loader import RuleError, load_rule_text
+from rules.engine.loader import RuleError, load_rule_text
 from tests.rules.helpers import MS, S, events, rule_text, run
 
 

@@ -1,8 +1,8 @@
 """The floor under every rule (issue 33): a failure the input shows and no rule explains is an
 `unexplained.failure` warning, fingerprinted by its normalised message; any other finding at
 warning or above explains it away; healthy and look-alike logs stay quiet."""
-from diagnosis import scenarios
-from rules.features.failures import fingerprint, normalise
+from diagnosis.engine import scenarios
+from rules.engine.features.failures import fingerprint, normalise
 
 TF_FATAL = "2023-07-19 22:08:36.875173: F ./tensorflow/core/util/gpu_launch_config.h:{line}] Check failed: " \
            "err == hipSuccess ({code} vs. 0)\nAborted (core dumped)\n"

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from rules.loader import check_text
+from rules.engine.loader import check_text
 
 ROOT = Path(__file__).resolve().parents[2]
 TEXT = """\

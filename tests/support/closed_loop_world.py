@@ -12,7 +12,7 @@ from datetime import timedelta
 from django.utils import timezone
 
 from diagnosis.models import ClusterRecord, FindingRecord, record_report
-from diagnosis.pipeline import run
+from diagnosis.engine.pipeline import run
 from hosts.models import CapturePolicy, CaptureRequest, Host
 from ingest.models import Trace
 from tests.corpus import ROOT

@@ -10,9 +10,9 @@ from django.utils import timezone
 
 from accounts.models import Team
 from diagnosis.models import ClusterTransition, record_report
-from diagnosis.results import Cluster, Report, TraceSummary
+from diagnosis.engine.results import Cluster, Report, TraceSummary
 from ingest.models import Trace
-from rules.results import Evidence, Finding
+from rules.engine.results import Evidence, Finding
 
 
 @dataclass(frozen=True)

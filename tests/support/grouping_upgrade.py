@@ -20,7 +20,7 @@ BEFORE = [("diagnosis", "0004_cluster_triage_sightings_activity")]
 
 
 def incidents() -> list:
-    from rules.results import Evidence, RuleFinding
+    from rules.engine.results import Evidence, RuleFinding
     evidence = (Evidence(artifact="rank0.log", loc="line 3", ts=10, text="Watchdog caught collective operation timeout"),)
     return [
         RuleFinding(rule_id="nccl.watchdog-timeout", title="NCCL watchdog timeout", severity="error",
@@ -33,8 +33,8 @@ def incidents() -> list:
 
 
 def report(findings: list):
-    from diagnosis.clusters import cluster_findings, describe
-    from diagnosis.results import Report, TraceSummary
+    from diagnosis.engine.clusters import cluster_findings, describe
+    from diagnosis.engine.results import Report, TraceSummary
     ids = [f"F{n}" for n in range(1, len(findings) + 1)]
     groups, _ = cluster_findings(findings)
     clusters = describe(groups, findings, ids)
@@ -45,7 +45,7 @@ def report(findings: list):
 
 
 def main() -> None:
-    from diagnosis import clusters as grouping
+    from diagnosis.engine import clusters as grouping
     seen: dict = {}
     old_findings = incidents()
     # the OOM rule's root cause was "cuda.oom" when its cluster was opened
@@ -61,7 +61,7 @@ def main() -> None:
     call_command("migrate", verbosity=0)
 
     from diagnosis.models import ClusterRecord, record_report
-    from diagnosis.results import Report
+    from diagnosis.engine.results import Report
     from ingest.models import Trace
     records = {r.fingerprint: r for r in ClusterRecord.objects.all()}
     seen["opened"] = {fp: (r.pk, r.grouping_version) for fp, r in records.items()}

@@ -16,5 +16,5 @@ def mapping_of(address: int) -> str:
 
 
 def in_spill_file(array: pa.Array) -> bool:
-    """Whether a text array's bytes are read from a map of an unlinked file (ingest.spill)."""
+    """Whether a text array's bytes are read from a map of an unlinked file (ingest.engine.spill)."""
     return mapping_of(array.buffers()[2].address).endswith("(deleted)")

@@ -1,4 +1,4 @@
-"""The compiled extensions (ingest/parsers/kineto/_scan.c, ingest/_gather.c) are optional in
+"""The compiled extensions (ingest/engine/parsers/kineto/_scan.c, ingest/engine/_gather.c) are optional in
 pyproject.toml, so an install where they failed to compile succeeds quietly. Their tests skip
 only where no C compiler exists; where one does, a missing extension is a failure."""
 from __future__ import annotations

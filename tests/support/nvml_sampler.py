@@ -1,8 +1,8 @@
 """A fake NVML reader for the agent's sampler, and the sampler's JSON lines read back through
-the server's own parser (ingest.parse.parse_artifact)."""
+the server's own parser (ingest.engine.parse.parse_artifact)."""
 import pyarrow.parquet as pq
 
-from ingest.parse import parse_artifact
+from ingest.engine.parse import parse_artifact
 
 
 class FakeReader:

@@ -36,7 +36,7 @@ def test_the_wheel_builds_with_no_site_packages_at_all(tmp_path):
     with zipfile.ZipFile(wheel) as z:
         names = set(z.namelist())
         info = "tracedoc_client-0.1.0.dist-info"
-        assert {"cli/submit.py", "diagnosis/render/sarif.py", f"{info}/METADATA", f"{info}/WHEEL"} <= names
+        assert {"cli/submit.py", "diagnosis/engine/render/sarif.py", f"{info}/METADATA", f"{info}/WHEEL"} <= names
         assert "tracedoc = cli.client:main" in z.read(f"{info}/entry_points.txt").decode()
         assert "Name: tracedoc-client\nVersion: 0.1.0\n" in z.read(f"{info}/METADATA").decode()
         rows = list(csv.reader(io.StringIO(z.read(f"{info}/RECORD").decode())))

@@ -3,8 +3,8 @@ from collections import Counter
 
 from django.core.management.base import BaseCommand, CommandError
 
-from rules.loader import RuleError, load_rule_dirs
-from rules.severity import MOST_SEVERE_FIRST
+from rules.engine.loader import RuleError, load_rule_dirs
+from rules.engine.severity import MOST_SEVERE_FIRST
 
 
 class Command(BaseCommand):

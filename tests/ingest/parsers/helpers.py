@@ -18,9 +18,9 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ingest.artifact_results import ArtifactResult, parse_one
-from ingest.events import EventSink, ParseReport
-from ingest.parse import parse_artifact
+from ingest.engine.artifact_results import ArtifactResult, parse_one
+from ingest.engine.events import EventSink, ParseReport
+from ingest.engine.parse import parse_artifact
 
 _TEXT_COLUMNS = ("kind", "name", "severity", "unit")
 

@@ -4,7 +4,7 @@ error (9) : <message>", ONNX Runtime's "CUDA error cudaErrorX:<message>". A mess
 still a failed CUDA call (the floor reports it), never silence."""
 import pytest
 
-from ingest.parsers.logs.cuda import CUDA_ERRORS, classify_cuda_line
+from ingest.engine.parsers.logs.cuda import CUDA_ERRORS, classify_cuda_line
 
 REAL_LINES = [  # (line as posted, error it names)
     # pytorch/pytorch#48573, Dao-AILab/causal-conv1d#48

@@ -3,11 +3,11 @@ import pickle
 
 import pytest
 
-from ingest.events import ParseError
-from ingest.io import read_head
-from ingest.parsers.logs import parser as log
-from ingest.parsers.pytorch import flight_recorder
-from ingest.safe_pickle import load_path
+from ingest.engine.events import ParseError
+from ingest.engine.io import read_head
+from ingest.engine.parsers.logs import parser as log
+from ingest.engine.parsers.pytorch import flight_recorder
+from ingest.engine.safe_pickle import load_path
 from tests.corpus import corpus
 from tests.ingest.parsers.helpers import parse_with
 

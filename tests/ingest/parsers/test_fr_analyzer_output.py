@@ -2,7 +2,7 @@
 import json
 import re
 
-from diagnosis import scenarios
+from diagnosis.engine import scenarios
 from tests.corpus import corpus
 
 FILES = ("fr_trace_output_pr140969_not_all_ranks_joining.txt", "fr_trace_outputs_tutorial_debug_hangs.txt")

@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from ingest.events import ParseError
+from ingest.engine.events import ParseError
 from tests.corpus import CORPUS, corpus
 from tests.ingest.parsers.helpers import attrs, load_json, parse_to_frame
 
@@ -241,7 +241,7 @@ def test_corrupt_gzip_data_is_bad_input_not_a_crash(tmp_path, corpus_dir, at):
 @pytest.fixture
 def small_windows(monkeypatch):
     """Windows of a few KiB: events, cuts and launches fall across many windows."""
-    from ingest.parsers.kineto import decode as kineto_decode
+    from ingest.engine.parsers.kineto import decode as kineto_decode
     monkeypatch.setattr(kineto_decode, "WINDOW_BYTES", 4096)
 
 
@@ -264,10 +264,10 @@ def test_small_windows_give_the_same_rows_and_launches(name, tmp_path, corpus_di
 
 @pytest.mark.parametrize("name", ["sync_stall_decode", "cudagraph_abort"])
 def test_window_buffers_taken_again_give_the_same_table(name, tmp_path, corpus_dir, small_windows, monkeypatch):
-    """A window read into a buffer an earlier window used (ingest.spare_buffers) gives the
+    """A window read into a buffer an earlier window used (ingest.engine.spare_buffers) gives the
     rows a fresh buffer gives: none of the earlier window's bytes leak into them."""
-    from ingest.parsers.kineto import decode as kineto_decode
-    from ingest.spare_buffers import SpareBuffers
+    from ingest.engine.parsers.kineto import decode as kineto_decode
+    from ingest.engine.spare_buffers import SpareBuffers
     pools: list[SpareBuffers] = []
 
     class Counted(SpareBuffers):
@@ -289,7 +289,7 @@ def test_window_buffers_taken_again_give_the_same_table(name, tmp_path, corpus_d
 def test_stale_bytes_past_a_reused_window_are_no_cut():
     """A reused buffer holds an older window's bytes past the new window's end: a `}` that
     ends the window must not become a cut because `,{` follows it there."""
-    from ingest.parsers.kineto.decode import _last_cuts
+    from ingest.engine.parsers.kineto.decode import _last_cuts
     content = b'[{"a": 1}, {"b": 2}'
     buf = bytearray(content + b', {"stale": 0}]')
     window = memoryview(buf)[:len(content)]
@@ -322,7 +322,7 @@ def test_base_time_after_trace_events_is_applied_from_the_first_event(tmp_path, 
 def test_a_gzip_is_read_once_when_its_header_has_the_clock_base(tmp_path, corpus_dir, monkeypatch):
     """Reading the keys after traceEvents ahead means decompressing a gzip twice: skipped when
     the header already gives what the rows need; the rows are the same."""
-    from ingest.parsers.kineto import trace as kineto
+    from ingest.engine.parsers.kineto import trace as kineto
     path = corpus("h200", "healthy_decode", "kineto_trace.json.gz")
     assert b'"baseTimeNanoseconds"' in gzip.decompress(path.read_bytes())[:4096]
     (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
@@ -344,7 +344,7 @@ def test_malformed_json_mid_trace_names_its_byte(tmp_path, corpus_dir, small_win
 
 
 def test_keys_after_trace_events_past_the_read_ahead_are_reported(tmp_path, corpus_dir, monkeypatch):
-    from ingest.parsers.kineto import decode as kineto_decode
+    from ingest.engine.parsers.kineto import decode as kineto_decode
     monkeypatch.setattr(kineto_decode, "TAIL_BYTES", 16)  # too short to reach the array's end
     path = corpus("public", "kineto", "hta_triton_example.json.gz")
     doc = load_json(path)
@@ -375,8 +375,8 @@ def test_long_digit_runs_flag_every_row_with_an_integer_beyond_int64():
 
     import numpy as np
 
-    from ingest.parsers.kineto.decode import has_big_int
-    from ingest.parsers.kineto.trace import _long_digit_runs
+    from ingest.engine.parsers.kineto.decode import has_big_int
+    from ingest.engine.parsers.kineto.trace import _long_digit_runs
     rng = random.Random(16)
 
     def piece() -> str:

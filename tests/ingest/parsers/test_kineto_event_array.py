@@ -8,11 +8,11 @@ import json
 import pytest
 
 from cli.main import main
-from ingest import kineto_ranges
-from ingest.events import ParseError
-from ingest.io import read_head
-from ingest.parsers import detect
-from ingest.parsers.kineto import decode, trace
+from ingest.engine import kineto_ranges
+from ingest.engine.events import ParseError
+from ingest.engine.io import read_head
+from ingest.engine.parsers import detect
+from ingest.engine.parsers.kineto import decode, trace
 from tests.corpus import ROOT
 from tests.ingest.parsers.helpers import parse_with
 

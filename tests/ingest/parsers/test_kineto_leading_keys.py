@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from ingest.io import HEAD_BYTES
+from ingest.engine.io import HEAD_BYTES
 
 LEADING = {"layer_%d" % i: {"shape": [4096, 4096], "dtype": "float16", "note": "x" * 64} for i in range(1500)}
 

@@ -1,4 +1,4 @@
-"""The compiled window scanner (ingest/parsers/kineto/_scan.c) against msgspec.
+"""The compiled window scanner (ingest/engine/parsers/kineto/_scan.c) against msgspec.
 
 The scanner is a fast path: with it and without it a Kineto trace must give the same table,
 the same report and the same errors. Checked on every corpus trace, on random traces full
@@ -16,8 +16,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from ingest.events import EventSink, ParseError, ParseReport
-from ingest.parsers.kineto import decode, scan, trace
+from ingest.engine.events import EventSink, ParseError, ParseReport
+from ingest.engine.parsers.kineto import decode, scan, trace
 from tests.fuzz import oracles
 from tests.fuzz.targets import replay
 from tests.ingest.parsers.test_kineto import IDS, KINETO_FILES
@@ -27,7 +27,7 @@ from tests.support.native import require_built
 
 @pytest.fixture(autouse=True)
 def _scanner_built():
-    require_built(scan._scan, "the scanner extension (ingest/parsers/kineto/_scan.c)")
+    require_built(scan._scan, "the scanner extension (ingest/engine/parsers/kineto/_scan.c)")
 
 
 def parse_table(path: Path) -> tuple[pa.Table | None, dict]:

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from ingest.events import EventSink, ParseError, ParseReport
-from ingest.parsers.dcgm import exporter as dcgm
-from ingest.parsers.logs import lines as log_lines
-from ingest.parsers.logs import parser as log
-from ingest.parsers.logs.prefilter import KeywordGate, Needs
-from ingest.parsers.logs.prefix import split_line
+from ingest.engine.events import EventSink, ParseError, ParseReport
+from ingest.engine.parsers.dcgm import exporter as dcgm
+from ingest.engine.parsers.logs import lines as log_lines
+from ingest.engine.parsers.logs import parser as log
+from ingest.engine.parsers.logs.prefilter import KeywordGate, Needs
+from ingest.engine.parsers.logs.prefix import split_line
 from tests.ingest.parsers.helpers import parse_with
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -128,7 +128,7 @@ def test_hostile_lines_cost_seconds_not_minutes(parser, hostile_files):
     """Each file is 20 lines of 65 KB; a quadratic pattern spends minutes on one (111 s before).
     The bound is generous for a loaded machine; the linear cost is well under a second."""
     import importlib
-    module = importlib.import_module(f"ingest.parsers.{parser}")
+    module = importlib.import_module(f"ingest.engine.parsers.{parser}")
     slow = {}
     for name, path in hostile_files.items():
         sink, report = EventSink("hostile", module.SOURCE, lambda batch: None), ParseReport(format=module.FORMAT)

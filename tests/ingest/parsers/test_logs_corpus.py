@@ -4,8 +4,8 @@ import re
 
 import pytest
 
-from ingest.io import read_head
-from ingest.parsers.logs import parser as log
+from ingest.engine.io import read_head
+from ingest.engine.parsers.logs import parser as log
 from tests.corpus import CORPUS, corpus
 from tests.ingest.parsers.helpers import parse_with
 

@@ -4,8 +4,8 @@ are empty there), written at run time as torch 2.x prints them, plus bad input."
 import pandas as pd
 import pytest
 
-from ingest.io import read_head
-from ingest.parsers.logs import parser as log
+from ingest.engine.io import read_head
+from ingest.engine.parsers.logs import parser as log
 from tests.corpus import corpus
 from tests.ingest.parsers.helpers import parse_with
 

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from ingest.parsers.logs import parser as log
-from ingest.parsers.logs.serving import classify_serving
+from ingest.engine.parsers.logs import parser as log
+from ingest.engine.parsers.logs.serving import classify_serving
 from tests.ingest.parsers.helpers import parse_with
 
 OPEN_WORLD = Path(__file__).resolve().parents[2] / "fixtures" / "open_world"
@@ -309,14 +309,14 @@ def test_traceback_cut_at_dynamo_unimplemented_is_unsupported():
 def test_cudagraph_rerecords_and_skip_wordings():
     (rr,) = _rows(_parse("torch_compile", "parler_tts_93_cudagraph_550_distinct_sizes.log"), "CudagraphRerecords")
     assert rr.value == 550
-    from ingest.parsers.logs.lines import classify
+    from ingest.engine.parsers.logs.lines import classify
     f = classify("skipping cudagraphs due to disabling cudagraphs due to incompatible op "
                  "aten._local_scalar_dense.default")
     assert f.name == "CudagraphsSkipped" and f.attrs["reason"] == "incompatible op aten._local_scalar_dense.default"
 
 
 def test_progress_bar_pattern_is_linear():
-    from ingest.parsers.logs.prefix import split_line
+    from ingest.engine.parsers.logs.prefix import split_line
     start = time.perf_counter()
     for junk in ("a" * 60000, "[00:00<" + "?" * 60000, "x" * 299 + "[00:00<?, ?it/s" + "]" * 30000,
                  "[1:00, " + "1" * 60000 + "it/s"):
@@ -333,14 +333,14 @@ def test_progress_bar_pattern_is_linear():
      "call_function BuiltinVariable(print) [ConstantVariable(str)] {}"),
 ])
 def test_dynamo_unsupported_with_or_without_its_module(line, reason):
-    from ingest.parsers.logs.lines import classify
+    from ingest.engine.parsers.logs.lines import classify
 
     hit = classify(line)
     assert hit is not None and (hit.kind, hit.name, hit.attrs["reason"]) == ("error", "DynamoUnsupported", reason)
 
 
 def test_another_tools_unsupported_is_not_dynamos():
-    from ingest.parsers.logs.lines import classify
+    from ingest.engine.parsers.logs.lines import classify
 
     hit = classify("Unsupported: ONNX export of operator unsafe_chunk, output size should be static")
     assert hit is None or hit.name != "DynamoUnsupported"

@@ -2,9 +2,9 @@ import json
 
 import pytest
 
-from ingest.io import read_head
-from ingest.parsers.pytorch import memory_snapshot, memory_stats
-from ingest.safe_pickle import load_path
+from ingest.engine.io import read_head
+from ingest.engine.parsers.pytorch import memory_snapshot, memory_stats
+from ingest.engine.safe_pickle import load_path
 from tests.corpus import corpus
 from tests.ingest.parsers.helpers import parse_with
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from diagnosis import scenarios
-from ingest.parsers.pytorch import memory_snapshot
+from diagnosis.engine import scenarios
+from ingest.engine.parsers.pytorch import memory_snapshot
 from tests.ingest.parsers.helpers import parse_with
 
 SNAPSHOT = Path(__file__).resolve().parents[2] / "fixtures" / "captures" / "h100_issue33" / "memory_snapshot_expandable.pickle"

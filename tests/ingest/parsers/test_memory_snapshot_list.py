@@ -4,10 +4,10 @@ import pickle
 
 import pytest
 
-from diagnosis import scenarios
-from ingest.io import read_head
-from ingest.parsers.pytorch import memory_snapshot
-from ingest.safe_pickle import load_path
+from diagnosis.engine import scenarios
+from ingest.engine.io import read_head
+from ingest.engine.parsers.pytorch import memory_snapshot
+from ingest.engine.safe_pickle import load_path
 from tests.corpus import CORPUS, corpus
 from tests.ingest.parsers.helpers import parse_with
 
@@ -69,8 +69,8 @@ def test_a_refusal_says_what_was_expected(tmp_path):
     """Issue 33: every refusal reads "expected ...; got ...", not "a known trace format; got ..."."""
     import pytest as _pytest
 
-    from ingest.events import ParseError
-    from ingest.parsers import detect
+    from ingest.engine.events import ParseError
+    from ingest.engine.parsers import detect
     path = tmp_path / "junk.bin"
     path.write_bytes(bytes(range(256)) * 4)
     with _pytest.raises(ParseError) as err:

@@ -5,8 +5,8 @@ import json
 import pyarrow.parquet as pq
 import pytest
 
-from ingest.events import ParseError
-from ingest.parse import parse_artifact
+from ingest.engine.events import ParseError
+from ingest.engine.parse import parse_artifact
 from tests.corpus import corpus
 
 PATH = corpus("public", "memory_snapshot", "hta_memory_timeline.raw.gz")

@@ -1,7 +1,7 @@
-"""The one row loop of nvidia-smi dmon and pmon (ingest.parsers.nvidia_smi.monitor_rows):
+"""The one row loop of nvidia-smi dmon and pmon (ingest.engine.parsers.nvidia_smi.monitor_rows):
 headers that repeat, the units line, rows that do not fit, and pmon's free-text command."""
-from ingest.events import ParseReport
-from ingest.parsers.nvidia_smi.monitor_rows import MonitorRows
+from ingest.engine.events import ParseReport
+from ingest.engine.parsers.nvidia_smi.monitor_rows import MonitorRows
 
 
 def _read(tmp_path, text: str, **kw):

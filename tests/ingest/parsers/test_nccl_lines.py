@@ -9,9 +9,9 @@ import re
 import time
 from pathlib import Path
 
-from ingest.parsers.logs import parser as log
-from ingest.parsers.logs.lines import classify
-from ingest.parsers.logs.nccl import join_wrapped, record_incomplete
+from ingest.engine.parsers.logs import parser as log
+from ingest.engine.parsers.logs.lines import classify
+from ingest.engine.parsers.logs.nccl import join_wrapped, record_incomplete
 from tests.ingest.parsers.helpers import parse_with
 
 FIX = Path(__file__).resolve().parents[2] / "fixtures"
@@ -134,7 +134,7 @@ def test_fr_analyzer_mismatch_verdict():
 
 
 def test_ras_json_report_rows_match_the_text_report():
-    from ingest.parsers.logs import nccl_ras_json
+    from ingest.engine.parsers.logs import nccl_ras_json
     path = WATCHDOG / "nccl_docs_ras_json_unresponsive_rank.json"
     df, report = parse_with(nccl_ras_json, path)
     assert list(df["name"]) == ["NCCLRasCommunicator", "NCCLRasMissingRanks", "NCCLRasRank"]
@@ -221,7 +221,7 @@ def test_nccl_line_patterns_are_linear_on_long_lines():
     """A 256 KiB line of word characters (or of the patterns' own literals) costs ~16x a 16 KiB
     one; a quadratic pattern costs 256x (the old result-chain pattern took 30-40 s). The bound
     sits between the two, far enough from both that a busy machine's noise does not cross it."""
-    from ingest.parsers.logs import lines as log_lines, nccl as log_nccl
+    from ingest.engine.parsers.logs import lines as log_lines, nccl as log_nccl
     checks = (log_lines._nccl_info, log_nccl.transport_failure, log_nccl.coll_line, log_nccl.xla_rendezvous,
               log_nccl.horovod_stall, log_nccl.collective_mismatch, log_nccl.cuda_fault_in_nccl,
               log_nccl.record_incomplete, log_nccl.rank_hang)
@@ -245,7 +245,7 @@ def test_coll_lines_carry_the_call():
 
 
 def test_coll_lines_compared_across_ranks():
-    from rules.features import TraceContext
+    from rules.engine.features import TraceContext
     for name, differs in (("rccl_429_coll_allreduce_vs_allgather.log", "op type"),
                           ("nccl_147_coll_broadcast_first_op_differs.log", "count")):
         df, _ = parse_with(log, MISMATCH / name)

@@ -5,8 +5,8 @@ import csv
 
 import pytest
 
-from ingest.events import EventSink, ParseError, ParseReport
-from ingest.parsers.ncu import csv_export as ncu_csv
+from ingest.engine.events import EventSink, ParseError, ParseReport
+from ingest.engine.parsers.ncu import csv_export as ncu_csv
 from tests.corpus import corpus
 from tests.ingest.parsers.helpers import attrs, parse_to_frame
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from diagnosis import scenarios
-from ingest.parsers.ncu.launch import shape
+from diagnosis.engine import scenarios
+from ingest.engine.parsers.ncu.launch import shape
 
 CAPTURES = Path(__file__).resolve().parents[2] / "fixtures" / "captures" / "h100_issue33"
 

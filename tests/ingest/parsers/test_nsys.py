@@ -6,7 +6,7 @@ import sqlite3
 
 import pytest
 
-from ingest.events import ParseError
+from ingest.engine.events import ParseError
 from tests.corpus import CORPUS, corpus
 from tests.ingest.parsers.helpers import attrs, parse_to_frame
 

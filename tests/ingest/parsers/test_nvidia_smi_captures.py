@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from diagnosis.pipeline import run
+from diagnosis.engine.pipeline import run
 
 CAPTURES = Path(__file__).resolve().parents[2] / "fixtures" / "captures"
 Q = CAPTURES / "nvidia_smi"

@@ -2,7 +2,7 @@ import csv
 import json
 import re
 
-from ingest.parsers.telemetry import decode_clock_event_reasons
+from ingest.engine.parsers.telemetry import decode_clock_event_reasons
 from tests.corpus import corpus
 
 NVML_METRICS = ("util_gpu", "util_mem", "mem_used", "mem_free", "mem_total", "power_mw", "temp_c",

@@ -88,7 +88,7 @@ def test_a_runtime_log_line_shaped_like_a_sample_header_is_not_perf_script():
     """HIP's runtime log (ROCm/ROCm#2153, ROCm 5): ':0:rocdevice.cpp :2672: 0696142325 us: 5999 : [tid:...]'
     reads as comm, pid, event 'us' and a tail starting with digits; perf's own inline samples put an
     instruction address (6-16 hex digits) and a symbol there."""
-    from ingest.parsers.perf.script import sniff
+    from ingest.engine.parsers.perf.script import sniff
 
     rocm = (b":0:rocdevice.cpp :2672: 0696142325 us: 5999 : [tid:0x7f676e4c7640] Device::callbackQueue aborting "
             b"with error : HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION: The agent attempted to access memory beyond "

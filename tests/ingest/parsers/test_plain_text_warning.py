@@ -2,7 +2,7 @@
 says what it looked like instead of passing for a log without a word (issue 33)."""
 import pytest
 
-from diagnosis import scenarios
+from diagnosis.engine import scenarios
 
 CASES = {
     "results.csv": ("model, batch size, tokens per s\nllama, 8, 1234.5\nmistral, 8, 1302.1\n", "a CSV table"),
