@@ -72,7 +72,7 @@ def test_the_collector_is_off_while_the_engine_imports_then_frozen_past_and_on_a
     trace = corpus("h200", "nccl_timeout")
     code = ("import contextlib, gc, io, threading\n"
             "from cli.main import build_parser, cmd_diagnose\n"
-            "from diagnosis import pipeline\n"
+            "from diagnosis.engine import pipeline\n"
             "seen = []\n"
             "build = pipeline.diagnose\n"
             "pipeline.diagnose = lambda *a, **k: (seen.append((gc.isenabled(), gc.get_freeze_count())), build(*a, **k))[1]\n"
