@@ -418,8 +418,8 @@ class SLODefinition(models.Model):
 class RuleTrial(models.Model):
     """One run of the rule editor's "Test" or "Backtest" (diagnosis.rule_trial_runs), done by a
     worker on the diagnose queue while the editor polls it. It keeps no text of the rule (the
-    task's message carries it): only its state, the result partial as rendered or the error,
-    and for whom; it expires after an hour."""
+    task's message carries it): only its state, the result (the partial as rendered, and as
+    JSON for the API) or the error, and for whom; it expires after an hour."""
 
     class Kind(models.TextChoices):
         TEST = "test"
@@ -437,7 +437,8 @@ class RuleTrial(models.Model):
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="+")
     state = models.CharField(max_length=16, choices=State.choices, default=State.QUEUED)
     subject = models.CharField(max_length=300, blank=True)  # what it runs on, for the progress line
-    html = models.TextField(blank=True)  # the result partial, once done
+    html = models.TextField(blank=True)  # the result partial, once done (the editor's)
+    result = models.JSONField(null=True, blank=True)  # the same result as JSON, once done (the API's)
     error = models.TextField(blank=True)  # why it failed: shown as such, never as findings
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)

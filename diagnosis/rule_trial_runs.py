@@ -4,9 +4,13 @@ without it) run on the diagnose queue (`diagnosis.run_rule_trial`), never in the
 
 `start_trial` records a RuleTrial for the user and queues the task, whose message carries the
 rule's text: nothing of the rule is saved. `run_trial`, the one service the task calls, runs the
-diagnosis, renders the result partial the editor shows (rules/partials/test_result.html or
-backtest_result.html) and stores it on the trial, or the reason it failed; the editor polls
-the trial (diagnosis.rule_trials.rule_trial) until it is done. Trials expire after KEEP."""
+diagnosis and stores its result on the trial twice, as the partial the editor shows
+(rules/partials/test_result.html or backtest_result.html) and as the JSON the API answers
+(`answer`), or the reason it failed; the editor (diagnosis.rule_trials.rule_trial) and the API
+(diagnosis.api.rule_trials) poll the trial until it is done. Trials expire after KEEP.
+
+The rules API's POSTs start the same trials: `/api/v1/rules/{id}/test/` and `backtest/` answer
+202 with the trial, read at `/api/v1/rule-trials/{id}/`."""
 from __future__ import annotations
 
 import logging
@@ -18,6 +22,7 @@ from django.template.loader import render_to_string
 from django.utils import timezone
 
 from diagnosis.backtest_runs import DEFAULT_TRACES, backtest_rule
+from diagnosis.engine.results import json_values
 from diagnosis.models import RuleTrial
 from diagnosis.tasks import diagnose_stored, missing_files, stored_inputs
 from ingest import db_outage
@@ -39,6 +44,9 @@ GIVE_UP_AFTER = timedelta(seconds=SOFT_TIME_LIMIT_S + 5 * 60)
 BACKTEST_BUDGET_S = 120.0  # on the worker a backtest may take longer than the request could
 TEMPLATES = {RuleTrial.Kind.TEST: "rules/partials/test_result.html",
              RuleTrial.Kind.BACKTEST: "rules/partials/backtest_result.html"}
+# a rule is tried on a trace whose events are parsed, diagnosed or not (a trace being parsed
+# again has none to read)
+TESTABLE = (Trace.State.PARSED, Trace.State.DIAGNOSING, Trace.State.DONE)
 
 
 class TrialFailed(Exception):
@@ -47,7 +55,8 @@ class TrialFailed(Exception):
 
 def start_trial(user, team, kind: str, subject: str, *args) -> RuleTrial:
     """A new trial of `user`'s, queued: `args` are the task's after the trial's id (the rule's
-    text, then the trace's pk for a test, the saved rule's pk or None for a backtest)."""
+    text, then the trace's pk for a test, the saved rule's pk or None for a backtest, and for
+    a backtest how many traces if not DEFAULT_TRACES)."""
     now = timezone.now()
     RuleTrial.objects.filter(expires_at__lt=now).delete()
     trial = RuleTrial.objects.create(kind=kind, user=user, team=team, subject=subject[:300], expires_at=now + KEEP)
@@ -61,34 +70,38 @@ def start_trial(user, team, kind: str, subject: str, *args) -> RuleTrial:
 
 @shared_task(name="diagnosis.run_rule_trial", acks_late=True, reject_on_worker_lost=False,
              soft_time_limit=SOFT_TIME_LIMIT_S, time_limit=SOFT_TIME_LIMIT_S + 60, **db_outage.RETRY)
-def run_rule_trial(trial_id: str, text: str, target: int | None) -> None:
+def run_rule_trial(trial_id: str, text: str, target: int | None, traces: int = DEFAULT_TRACES) -> None:
     """The trial as a task on the diagnose queue (tracedoc.celery routes diagnosis.* there;
     settings.CELERY_IMPORTS registers it). A worker lost mid-trial does not get it again (a
     trial that kills its worker would kill the next): the editor gives up on it after
     GIVE_UP_AFTER."""
-    run_trial(trial_id, text, target)
+    run_trial(trial_id, text, target, traces)
 
 
-def run_trial(trial_id: str, text: str, target: int | None) -> None:
-    """Run a queued trial and store its result partial, or why it failed. `target`: the trace
-    of a test, the saved rule of a backtest (None: a new rule)."""
+def run_trial(trial_id: str, text: str, target: int | None, traces: int = DEFAULT_TRACES) -> None:
+    """Run a queued trial and store its result (partial and JSON), or why it failed. `target`:
+    the trace of a test, the saved rule of a backtest (None: a new rule); `traces`: how many
+    of the team's newest finished traces a backtest runs on."""
     trial = RuleTrial.objects.filter(pk=trial_id, state__in=(RuleTrial.State.QUEUED, RuleTrial.State.RUNNING)) \
         .select_related("team").first()
     if trial is None:  # expired and purged, or finished by an earlier delivery
         return
     RuleTrial.objects.filter(pk=trial.pk).update(state=RuleTrial.State.RUNNING, started_at=timezone.now())
-    run = _test_context if trial.kind == RuleTrial.Kind.TEST else _backtest_context
     with failures(partial(_fail, trial), log, f"rule trial {trial.pk} failed", doing=f"the rule {trial.kind}",
                   advice="try it on a smaller trace", internal=f"the rule {trial.kind} failed",
                   out_of_memory=f"out of memory: the rule {trial.kind} needed more than the worker's per-task "
                   "memory limit (TRACEDOC_TASK_MEMORY_LIMIT_MB)") as outcome:
         try:
-            html = render_to_string(TEMPLATES[trial.kind], run(trial, check_rule(text), target))
+            if trial.kind == RuleTrial.Kind.TEST:
+                context = _test_context(trial, check_rule(text), target)
+            else:
+                context = _backtest_context(trial, check_rule(text), target, traces)
+            html, result = render_to_string(TEMPLATES[trial.kind], context), answer(trial.kind, context)
         except TrialFailed as e:
             outcome.failed = True
             _fail(trial, str(e))
     if not outcome.failed:
-        RuleTrial.objects.filter(pk=trial.pk).update(state=RuleTrial.State.DONE, html=html)
+        RuleTrial.objects.filter(pk=trial.pk).update(state=RuleTrial.State.DONE, html=html, result=result)
 
 
 def _fail(trial: RuleTrial, error: str) -> None:
@@ -101,10 +114,10 @@ def _test_context(trial: RuleTrial, checked: tuple, trace_pk: int) -> dict:
     closed-loop capture's with the files it adds to, under before/): its findings and each
     selection's matched rows."""
     loaded, errors = checked
-    trace = Trace.objects.filter(pk=trace_pk, team=trial.team, state=Trace.State.DONE).first()
+    trace = Trace.objects.filter(pk=trace_pk, team=trial.team, state__in=TESTABLE).first()
     if trace is None:
         raise TrialFailed(f"trace {trace_pk} is no longer there to test on: it was deleted, or is being "
-                          "diagnosed again, since the test was asked for")
+                          "parsed again, since the test was asked for")
     if gone := missing_files(stored_inputs(trace)[0]):
         raise TrialFailed(f"the files of trace {trace.pk} could not be read: the stored events of "
                           f"{', '.join(gone)} are gone")
@@ -125,7 +138,7 @@ def _test_context(trial: RuleTrial, checked: tuple, trace_pk: int) -> dict:
             "findings": report.findings if report else (), "rule_errors": report.rule_errors if report else ()}
 
 
-def _backtest_context(trial: RuleTrial, checked: tuple, rule_pk: int | None) -> dict:
+def _backtest_context(trial: RuleTrial, checked: tuple, rule_pk: int | None, traces: int) -> dict:
     """The editor's text against the team's rules as they were on its newest finished traces,
     and against the saved version when there is one."""
     loaded, errors = checked
@@ -134,9 +147,21 @@ def _backtest_context(trial: RuleTrial, checked: tuple, rule_pk: int | None) -> 
         raise TrialFailed(f"rule {rule_pk} was deleted since the backtest was asked for")
     if loaded is not None and rule is None:  # a new rule of an id the team has: that one is its saved version
         rule = TeamRule.objects.filter(team=trial.team, rule_id=loaded.id).first()
-    result = backtest_rule(trial.team, loaded, DEFAULT_TRACES, BACKTEST_BUDGET_S,
+    result = backtest_rule(trial.team, loaded, traces, BACKTEST_BUDGET_S,
                            saved=saved_version(rule) if rule else None) if loaded else None
     return {"rule": rule, "loaded": loaded, "errors": errors, "result": result}
+
+
+def answer(kind: str, context: dict) -> dict:
+    """A finished trial's result as the API answers it, from the context its partial shows."""
+    loaded, errors = context["loaded"], context["errors"]
+    head = {"rule_id": loaded.id if loaded else None, "version": int(loaded.version) if loaded else None,
+            "errors": errors}
+    if kind == RuleTrial.Kind.BACKTEST:
+        return head | (context["result"].to_dict() if context["result"] else {})
+    return head | {"trace": context["trace"].pk, "event_count": context["event_count"],
+                   "findings": json_values(context["findings"]), "rule_errors": json_values(context["rule_errors"]),
+                   "matches": json_values(context["samples"]), "matches_error": context["sample_error"]}
 
 
 def settle(trial: RuleTrial) -> RuleTrial:

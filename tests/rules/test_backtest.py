@@ -1,6 +1,6 @@
-"""Backtest a rule version (`POST /api/v1/rules/{id}/backtest/` and the editor's button): the
-team's newest finished traces diagnosed with the current rules and with the candidate text;
-the findings and clusters it would add or remove, nothing saved."""
+"""Backtest a rule version (`POST /api/v1/rules/{id}/backtest/` and the editor's button), a trial
+on the diagnose queue: the team's newest finished traces diagnosed with the current rules and
+with the candidate text; the findings and clusters it would add or remove, nothing saved."""
 import pytest
 from django.test import Client
 
@@ -17,10 +17,10 @@ def quiet_rule(infra, alice):
     return TeamRule.objects.create(team=infra, yaml=QUIET, created_by=alice, updated_by=alice)
 
 
-def test_a_version_that_fires_is_listed_as_added(alice_api, decode_trace, quiet_rule):
-    response = alice_api.post(f"/api/v1/rules/{quiet_rule.pk}/backtest/", {"yaml": FIRING}, format="json")
-    assert response.status_code == 200, response.content
-    body = response.json()
+def test_a_version_that_fires_is_listed_as_added(alice_api, decode_trace, quiet_rule, trials):
+    trial = trials.run_api(alice_api, f"/api/v1/rules/{quiet_rule.pk}/backtest/", {"yaml": FIRING})
+    assert (trial["kind"], trial["state"], trial["error"]) == ("backtest", "done", "")
+    body = trial["result"]
     assert (body["rule_id"], body["version"], body["not_run"]) == ("team.malloc-in-decode", 2, [])
     [outcome] = body["traces"]
     assert outcome["trace"] == decode_trace.pk
@@ -35,31 +35,31 @@ def test_a_version_that_fires_is_listed_as_added(alice_api, decode_trace, quiet_
     assert "team.malloc-in-decode" not in rule_ids(decode_trace)
 
 
-def test_a_version_that_changes_nothing_lists_nothing(alice_api, decode_trace, quiet_rule):
+def test_a_version_that_changes_nothing_lists_nothing(alice_api, decode_trace, quiet_rule, trials):
     unchanged = QUIET.replace("version: 1", "version: 2")
-    response = alice_api.post(f"/api/v1/rules/{quiet_rule.pk}/backtest/", {"yaml": unchanged}, format="json")
-    assert response.status_code == 200, response.content
-    [outcome] = response.json()["traces"]
+    body = trials.run_api(alice_api, f"/api/v1/rules/{quiet_rule.pk}/backtest/", {"yaml": unchanged})["result"]
+    [outcome] = body["traces"]
     assert [outcome[k] for k in ("added_findings", "removed_findings", "added_clusters", "removed_clusters")] \
         == [[], [], [], []]
-    assert response.json()["changed"] == 0
+    assert body["changed"] == 0
 
 
-def test_removing_a_firing_rule_lists_it_as_removed(alice_api, alice, infra, decode_trace):
+def test_removing_a_firing_rule_lists_it_as_removed(alice_api, alice, infra, decode_trace, trials):
     firing = TeamRule.objects.create(team=infra, yaml=RULE, created_by=alice, updated_by=alice)
     quiet_v2 = QUIET.replace("version: 1", "version: 2")
-    response = alice_api.post(f"/api/v1/rules/{firing.pk}/backtest/", {"yaml": quiet_v2}, format="json")
-    [outcome] = response.json()["traces"]
+    body = trials.run_api(alice_api, f"/api/v1/rules/{firing.pk}/backtest/", {"yaml": quiet_v2})["result"]
+    [outcome] = body["traces"]
     # against the rules as they were (without the rule) the quiet text adds nothing; against
     # the saved version it removes the finding, and its selection matches no row any more
     assert outcome["added_findings"] == [] and outcome["removed_findings"] == []
     assert [f["rule_id"] for f in outcome["vs_saved"]["removed_findings"]] == ["team.malloc-in-decode"]
     [match] = outcome["matches"]
     assert match["selection"] == "mallocs" and match["saved"] > 0 and match["edited"] == 0 and match["changed"]
-    assert response.json()["changed"] == 1
+    assert body["changed"] == 1
 
 
-def test_team_scoped_and_checked(alice_api, charlie_api, quiet_rule):
+def test_team_scoped_and_checked(alice_api, charlie_api, quiet_rule, trials):
+    """Refused before anything is queued."""
     assert charlie_api.post(f"/api/v1/rules/{quiet_rule.pk}/backtest/", {"yaml": FIRING},
                             format="json").status_code == 404
     other_id = FIRING.replace("id: team.malloc-in-decode", "id: team.other")
@@ -69,6 +69,7 @@ def test_team_scoped_and_checked(alice_api, charlie_api, quiet_rule):
                           format="json").status_code == 400
     assert alice_api.post(f"/api/v1/rules/{quiet_rule.pk}/backtest/", {"yaml": "id: ["},
                           format="json").status_code == 400
+    assert trials.take() == []
 
 
 def test_the_editor_button_shows_the_table(client, alice, decode_trace, quiet_rule, trials):
@@ -88,9 +89,7 @@ SLOW_ONLY = RULE.replace("version: 1", "version: 2").replace("    name: cudaMall
 def test_an_edit_that_changes_the_matched_rows_reports_the_change(alice_api, alice, infra, decode_trace, trials):
     """Issue 32: finding identity alone read "no change" for an edit that changed what matched."""
     saved = TeamRule.objects.create(team=infra, yaml=RULE, created_by=alice, updated_by=alice)
-    response = alice_api.post(f"/api/v1/rules/{saved.pk}/backtest/", {"yaml": SLOW_ONLY}, format="json")
-    assert response.status_code == 200, response.content
-    body = response.json()
+    body = trials.run_api(alice_api, f"/api/v1/rules/{saved.pk}/backtest/", {"yaml": SLOW_ONLY})["result"]
     [outcome] = body["traces"]
     assert body["saved_version"] == 1 and body["changed"] == 1
     [match] = outcome["matches"]
@@ -119,9 +118,18 @@ def test_a_new_rule_is_backtested_before_it_is_saved(client, alice, infra, decod
     assert not TeamRule.objects.exists()  # nothing saved
 
 
-def test_a_saved_rule_is_compared_without_itself(alice_api, alice, infra, decode_trace):
+def test_the_traces_asked_for_bound_the_backtest(alice_api, decode_trace, graph_trace, quiet_rule, trials):
+    """`traces` travels with the trial: of two finished traces, one asked for is the newest."""
+    url = f"/api/v1/rules/{quiet_rule.pk}/backtest/"
+    one = trials.run_api(alice_api, url, {"yaml": FIRING, "traces": 1})["result"]
+    assert [o["trace"] for o in one["traces"]] == [graph_trace.pk] and one["not_run"] == []
+    both = trials.run_api(alice_api, url, {"yaml": FIRING})["result"]
+    assert sorted(o["trace"] for o in both["traces"]) == sorted([decode_trace.pk, graph_trace.pk])
+
+
+def test_a_saved_rule_is_compared_without_itself(alice_api, alice, infra, decode_trace, trials):
     """Saved, then backtested with the same text: what the rule does, not "no change"."""
     saved = TeamRule.objects.create(team=infra, yaml=RULE, created_by=alice, updated_by=alice)
-    [outcome] = alice_api.post(f"/api/v1/rules/{saved.pk}/backtest/", {"yaml": RULE}, format="json").json()["traces"]
+    [outcome] = trials.run_api(alice_api, f"/api/v1/rules/{saved.pk}/backtest/", {"yaml": RULE})["result"]["traces"]
     assert [f["rule_id"] for f in outcome["added_findings"]] == ["team.malloc-in-decode"]
     assert outcome["vs_saved"]["changed_findings"] == [] and not outcome["matches"][0]["changed"]

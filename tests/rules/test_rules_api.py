@@ -1,5 +1,6 @@
 """Team rules through the API: validated on every save (errors with line and column),
-versions kept, a test run against a parsed trace."""
+versions kept, a test run against a parsed trace (a trial on the diagnose queue, read at
+/api/v1/rule-trials/{id}/ by the user who started it)."""
 import gzip
 import json
 
@@ -66,7 +67,7 @@ def test_another_teams_rule_is_404(alice_api, charlie_api):
     assert charlie_api.delete(f"/api/v1/rules/{rule_id}/").status_code == 404
 
 
-def test_a_rule_runs_against_a_parsed_trace(alice_api, infra, alice, no_worker, corpus_dir):
+def test_a_rule_runs_against_a_parsed_trace(alice_api, infra, alice, trials, corpus_dir):
     kineto = corpus("h200", "cudagraph_abort", "kineto_trace.json.gz")
     events = json.loads(gzip.decompress(kineto.read_bytes()))["traceEvents"]
     launches = sum(1 for e in events if e.get("name") == "cudaGraphLaunch")
@@ -74,10 +75,37 @@ def test_a_rule_runs_against_a_parsed_trace(alice_api, infra, alice, no_worker, 
     trace = create_trace(infra, alice, [SimpleUploadedFile(kineto.name, kineto.read_bytes())])
     parse_trace(trace.pk)
     rule_id = create(alice_api).json()["id"]
-    body = alice_api.post(f"/api/v1/rules/{rule_id}/test/", {"trace": trace.pk}, format="json").json()
-    assert body["rule_errors"] == []
+    trial = trials.run_api(alice_api, f"/api/v1/rules/{rule_id}/test/", {"trace": trace.pk})
+    assert (trial["kind"], trial["state"], trial["error"]) == ("test", "done", "")
+    body = trial["result"]
+    assert (body["rule_id"], body["trace"], body["rule_errors"]) == ("team.graph-launches", trace.pk, [])
+    [selection] = body["matches"]  # why it fired: the selection's rows
+    assert selection["count"] == launches and len(selection["rows"]) == 5
     assert [f["rule_id"] for f in body["findings"]] == ["team.graph-launches"]
     assert f"{launches} graph replay(s)" in body["findings"][0]["explanation"]
+
+
+def test_a_trial_that_fails_says_why_to_its_user_alone(alice_api, charlie_api, infra, alice, trials):
+    trace = create_trace(infra, alice, [SimpleUploadedFile("a.log", b"x")])
+    trace.state = "parsed"
+    trace.save(update_fields=["state"])
+    rule_id = create(alice_api).json()["id"]
+    queued = alice_api.post(f"/api/v1/rules/{rule_id}/test/", {"trace": trace.pk}, format="json").json()
+    assert charlie_api.get(queued["url"]).status_code == 404  # another team's user: not found
+    gone = trace.pk
+    trace.delete()  # before a worker takes the trial
+    assert trials.run_queued() == 1
+    failed = alice_api.get(queued["url"]).json()
+    assert (failed["state"], failed["result"]) == ("failed", None)
+    assert f"trace {gone} is no longer there to test on" in failed["error"]
+
+
+def test_a_trace_not_parsed_yet_is_refused_before_anything_is_queued(alice_api, infra, alice, trials):
+    trace = create_trace(infra, alice, [SimpleUploadedFile("a.log", b"x")])
+    rule_id = create(alice_api).json()["id"]
+    answer = alice_api.post(f"/api/v1/rules/{rule_id}/test/", {"trace": trace.pk}, format="json")
+    assert answer.status_code == 409 and answer.json()["state"] == trace.state
+    assert trials.take() == []
 
 
 def test_testing_on_another_teams_trace_is_404(alice_api, charlie_api, charlie, other, no_worker):

@@ -86,6 +86,16 @@ class Trials:
         assert self.run_queued() == 1
         return poll(client, trial).content.decode()
 
+    def run_api(self, api, url: str, data: dict) -> dict:
+        """POST a rules API run: 202 with the queued trial and its Location; run it, then the
+        trial as a client's next GET reads it (done or failed)."""
+        answer = api.post(url, data, format="json")
+        assert answer.status_code == 202, answer.content[:2000]
+        queued = answer.json()
+        assert queued["state"] == "queued" and queued["result"] is None and answer["Location"] == queued["url"]
+        assert self.run_queued() == 1
+        return api.get(queued["url"]).json()
+
 
 def poll(client, trial: str):
     return client.get(f"/rules/trials/{trial}/")
