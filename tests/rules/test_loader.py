@@ -9,6 +9,7 @@ from rules.engine import limits, loader
 from rules.engine.loader import RuleError, check_text, load_rule_dirs, load_rule_text, validate_files
 from rules.engine.schema_errors import schema
 from tests.rules.helpers import events, rule_text, run
+from tests.support.stack import ROOT
 
 
 def errors_of(text):
@@ -199,8 +200,7 @@ def test_validate_main_prints_file_line_col(tmp_path, capsys):
 
 def test_the_guide_example_is_a_valid_rule():
     import re
-    from pathlib import Path
-    guide = (Path(loader.__file__).parent.parent / "docs" / "rules.md").read_text()
+    guide = (ROOT / "docs" / "rules.md").read_text()
     example = re.findall(r"```yaml\n(id: .*?)```", guide, re.S)[0]
     assert [r.id for r in load_rule_text(example, "docs/rules.md")] == ["cuda-graph.capture-aborted"]
 
