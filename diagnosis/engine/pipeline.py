@@ -31,6 +31,9 @@ from ingest.engine.time_order import sorted_by_time
 
 if TYPE_CHECKING:
     import pandas as pd
+    from tqdm import tqdm
+
+    from rules.engine.compiler import CompiledPack
 
 # pandas and the rules engine (diagnosis.engine.report: ~0.4 s of imports) are imported where they are
 # used: `run` loads them in a thread while the files parse (the parse needs neither; _WarmUp).
@@ -76,6 +79,7 @@ def _events_table(artifact: ArtifactResult) -> pa.Table:
     if artifact.table is not None:
         return artifact.table
     import pyarrow.parquet as pq  # the service's path only
+    assert artifact.parquet is not None  # an artifact holds its table in memory or in a Parquet file
     source = stored_file(artifact.parquet)  # a local file or an S3 object: ranged reads either way
     # The file reader, not read_table: read_table goes through pyarrow.dataset (~0.3 s to
     # import) and gives one chunk per row group, which the sort then copies again. One thread:
@@ -198,7 +202,7 @@ class _WarmUp(threading.Thread):
     def __init__(self, builtin_pack: bool):
         super().__init__(name="warm up the report", daemon=True)
         self.builtin_pack = builtin_pack
-        self.pack = None
+        self.pack: CompiledPack | None = None
         self.start()
 
     def run(self) -> None:
@@ -222,7 +226,8 @@ class _ProgressBar:
     diagnosis stages (one bar, in percent of the whole run)."""
 
     def __init__(self, members, show: bool):
-        self.show, self.bar = show, None  # the bar exists inside the `with` only
+        self.show = show
+        self.bar: tqdm | None = None  # the bar exists inside the `with` only
         self.total = sum(_size(m.path) for m in members)
         self.before = 0  # bytes of the files already parsed
 
@@ -255,6 +260,7 @@ class _ProgressBar:
     def _show(self, fraction: float, desc: str | None = None) -> None:
         """Move the bar; a new description is drawn at once (a stage may be long and the bar
         still), a move alone when tqdm's refresh interval allows."""
+        assert self.bar is not None  # its callers return early without a bar
         n = round(100 * fraction)
         if desc is not None and desc != self.bar.desc:
             self.bar.n = n

@@ -13,7 +13,7 @@ TELEMETRY = {"gpu.util": ("gpu_util_pct", 1.0), "mem.used": ("mem_used_gib", 1 /
 
 def plot_series(ctx) -> dict:
     """{"step_latency_ms": [...], "gpu_telemetry": {...}}, each present when the trace has it."""
-    out = {}
+    out: dict[str, list | dict] = {}
     try:
         steps = ctx.feature("decode_steps")
     except Exception as e:  # a plot is never worth failing the report

@@ -153,10 +153,17 @@ def _status(b: dict | None, n: dict | None) -> Status:
     return "persisted" if b is not None and n is not None else "appeared" if b is None else "disappeared"
 
 
+def _either(b: dict | None, n: dict | None) -> dict:
+    """The new item of a pair, else the base's."""
+    item = n if n is not None else b
+    assert item is not None  # _pair never pairs None with None
+    return item
+
+
 def _finding_changes(base: list[dict], new: list[dict]) -> tuple[FindingChange, ...]:
     out = []
     for b, n in _pair(base, new, [lambda f: (f["rule_id"], f.get("root_cause") or "")]):
-        f = n if n is not None else b
+        f = _either(b, n)
         out.append(FindingChange(status=_status(b, n), rule_id=f["rule_id"], root_cause=f.get("root_cause") or "",
                                  title=f["title"], severity=f["severity"],
                                  base_severity=b["severity"] if b is not None else None,
@@ -168,7 +175,7 @@ def _cluster_changes(base: list[dict], new: list[dict]) -> tuple[ClusterChange, 
     """Clusters match on their fingerprint, then (a different headline finding) on root cause."""
     out = []
     for b, n in _pair(base, new, [lambda c: c["fingerprint"], lambda c: c.get("root_cause") or c["title"]]):
-        c = n if n is not None else b
+        c = _either(b, n)
         out.append(ClusterChange(status=_status(b, n), fingerprint=c["fingerprint"],
                                  root_cause=c.get("root_cause") or "", title=c["title"], severity=c["severity"],
                                  base_severity=b["severity"] if b is not None else None,
@@ -189,7 +196,7 @@ def _violation_changes(base: list[dict], new: list[dict]) -> tuple[ViolationChan
     base, new = ([v for v in side if "error" not in v] for side in (base, new))
     out = []
     for b, n in _pair(base, new, [lambda v: (v["slo"], v["sli"])]):
-        v = n if n is not None else b
+        v = _either(b, n)
         out.append(ViolationChange(status=_status(b, n), slo=v["slo"], sli=v["sli"], title=v.get("title") or "",
                                    base_observed=b.get("observed_text") if b is not None else None,
                                    new_observed=n.get("observed_text") if n is not None else None))
@@ -220,14 +227,14 @@ def _sli_specs(base: dict, new: dict, base_fig: TraceFigures | None,
                    step_note),
     ]
     no_events = "needs the trace's events (diagnose the files in-process)"
-    ttft = [f.ttft_ms if f else None for f in (base_fig, new_fig)]
+    ttft = (base_fig.ttft_ms if base_fig else None, new_fig.ttft_ms if new_fig else None)
     specs.append(SliFigures("ttft", "time to first token", "ms", "higher", *ttft,
                   _missing_note(ttft, (base_fig, new_fig), "no token-emitting steps", no_events)))
     # Reported, never gated: a faster kernel lowers the busy share as much as a starved GPU does.
-    busy = [f.gpu_busy_pct if f else None for f in (base_fig, new_fig)]
+    busy = (base_fig.gpu_busy_pct if base_fig else None, new_fig.gpu_busy_pct if new_fig else None)
     specs.append(SliFigures("gpu_busy_pct", "GPU busy (steady state)", "%", None, *busy,
                   _missing_note(busy, (base_fig, new_fig), "fewer than 10 kernels in the steady state", no_events)))
-    util = [_mean_gpu_util(r) for r in (base, new)]
+    util = (_mean_gpu_util(base), _mean_gpu_util(new))
     if any(u is not None for u in util):  # telemetry is a capture of its own: only where one side has it
         specs.append(SliFigures("gpu_util_pct", "GPU utilisation (telemetry mean)", "%", None, *util,
                       _missing_note(util, (base, new), "no GPU utilisation samples", "")))
@@ -253,11 +260,11 @@ def _pct(values: list[float], q: float) -> float | None:
 
 
 def _tail(values: list[float]) -> float | None:
-    median = _pct(values, 50)
-    return round(_pct(values, 99) / median, 3) if median else None
+    median, p99 = _pct(values, 50), _pct(values, 99)
+    return round(p99 / median, 3) if median and p99 is not None else None  # both or neither
 
 
-def _missing_note(values: list, sources: Iterable, absent: str, no_source: str) -> str:
+def _missing_note(values: Iterable, sources: Iterable, absent: str, no_source: str) -> str:
     """Why each missing side is missing: no source at all, or the source has no such figure."""
     why = {side: no_source if source is None and no_source else absent
            for side, value, source in zip(("base", "new"), values, sources) if value is None}

@@ -43,12 +43,12 @@ def stored_figures(report: dict) -> TraceFigures | None:
 
 def compare_stored(base: dict, new: dict, *, fail_on: str = "error",
                    fail_on_regression_pct: float | None = None) -> ReportDiff:
-    gates = {"fail_on": fail_on, "fail_on_regression_pct": fail_on_regression_pct}
-    figures = [stored_figures(r) for r in (base, new)]
-    diff = compare(base, new, *figures, **gates)
+    figures = (stored_figures(base), stored_figures(new))
+    diff = compare(base, new, *figures, fail_on=fail_on, fail_on_regression_pct=fail_on_regression_pct)
     if all(figures):
         return diff
     # an older report: its TTFT / GPU busy say "needs the trace's events" (no figures), while
     # the kernel rows still come from both breakdowns
-    kernels = compare(base, new, kernel_figures(base), kernel_figures(new), **gates).kernels
+    kernels = compare(base, new, kernel_figures(base), kernel_figures(new), fail_on=fail_on,
+                      fail_on_regression_pct=fail_on_regression_pct).kernels
     return replace(diff, kernels=kernels)

@@ -21,7 +21,7 @@ def to_junit(report: Report, options: RenderOptions = RenderOptions()) -> str:
     if loose:
         _suite(root, "findings outside clusters", loose, options)
     for key in ("tests", "failures"):
-        root.set(key, str(sum(int(s.get(key)) for s in root)))
+        root.set(key, str(sum(int(s.attrib[key]) for s in root)))
     return ET.tostring(root, encoding="unicode", xml_declaration=True)
 
 

@@ -171,6 +171,7 @@ def nesting_depth(thread: np.ndarray, ts: np.ndarray, end: np.ndarray) -> np.nda
 def _lane_path(key: tuple, host_names, art_names, name_names) -> tuple[str, ...]:
     group, host, a, b, _depth = (int(k) for k in key)
     host_name = str(art_names[-1 - host]) if host < 0 else str(host_names[host])
+    parts: tuple[str, ...]
     if group == GPU:
         parts = (f"GPU {a}", f"stream {b}" if b >= 0 else "")
     elif group == COUNTER:
@@ -243,7 +244,9 @@ def build_index(events: pd.DataFrame, report: Report | None = None) -> TimelineI
     art_codes, art_names = _strings(events["artifact"])
     # the default view is the report's span: the artifacts on the common clock (one left on its
     # own clock, a perf capture without an offset, would stretch it over whatever it counts from)
-    span = (report.trace.start_ts, report.trace.end_ts) if report and report.trace.start_ts else None
+    trace = report.trace if report else None
+    # (a summary with a start has an end: diagnosis.engine.report sets both from one span)
+    span = (trace.start_ts, trace.end_ts) if trace and trace.start_ts and trace.end_ts is not None else None
     starts = [span[0]] if span else [int(ts.min())] if len(ts) else []
     ends = [span[1]] if span else [int(end.max())] if len(end) else []
     starts += [b.ts for b in bands]
