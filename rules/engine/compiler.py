@@ -113,7 +113,7 @@ class SequenceSpec:
 
 @dataclass
 class CompiledRule:
-    rule: object
+    rule: Rule
     selections: dict[str, Selection]
     condition: Condition | None
     source: str | None
@@ -183,7 +183,7 @@ def compile_rule(rule: Rule) -> CompiledRule:
     explain = checked(partial(_template, rule.explain, roots, row_roots, ("explain",)))
     recommend = [checked(partial(_template, t, roots, row_roots, ("recommend", i))) for i, t in enumerate(rule.recommend)]
 
-    metrics = {("count", None)}
+    metrics: set[tuple[str, str | None]] = {("count", None)}
     if aggregate and aggregate.having:
         metrics |= {a for a in having_aggregates(aggregate.having) if a[0] not in AGG_ROWS}
     for i, tpl in enumerate([explain] + recommend):

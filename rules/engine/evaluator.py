@@ -9,6 +9,8 @@ windows), rules.engine.sequence (sequences); this module runs them and builds th
 """
 from __future__ import annotations
 
+from msgspec import UNSET
+
 from ingest.engine import interruptions
 from rules.engine import limits
 from rules.engine.attrs import RowRef
@@ -73,6 +75,7 @@ def evaluate_rule(cr: CompiledRule, ctx: TraceContext, budget: Budget | None = N
         return _findings(cr, SequenceMatcher(cr, masks, budget).matches(), budget)
     table_masks = masks.of(cr.source)
     budget.check("reading the table")
+    assert cr.condition is not None  # the compiler gives every rule without a sequence its condition
     rows = table_masks.condition(cr.condition, cr.selections, ALL, budget)
     rows = by_time(table_masks.table, table_masks.every(rows))
     if not len(rows):
@@ -95,7 +98,7 @@ def selection_counts(cr: CompiledRule, ctx: TraceContext) -> dict[str, int]:
 
 
 def _findings(cr: CompiledRule, matches: Matches, budget: Budget) -> list[RuleFinding]:
-    findings = []
+    findings: list[RuleFinding] = []
     for i, m in enumerate(matches.items):
         findings.append(make_finding(cr, m.refs, m.start_ts, m.end_ts, m.metrics, m.group, m.named_rows))
         if i % 64 == 63:
@@ -130,6 +133,7 @@ def make_finding(cr: CompiledRule, refs: list[RowRef], start_ts: int, end_ts: in
     if len(refs) > limits.MAX_EVIDENCE:
         refs = refs[:limits.MAX_EVIDENCE - 1] + [refs[-1]]
     fingerprint = {f: group[f] if f in group else first.get(f) for f in cr.fingerprint}
+    plan = rule.capture_plan
     return RuleFinding(
         rule_id=rule.id, rule_version=rule.version, title=rule.title, severity=rule.severity,
         root_cause=rule.root_cause or "", slo=rule.slo, start_ts=int(start_ts), end_ts=int(end_ts),
@@ -139,7 +143,7 @@ def make_finding(cr: CompiledRule, refs: list[RowRef], start_ts: int, end_ts: in
         metrics={**{k: _plain(v) for k, v in metrics.items()}, **group},
         group=dict(group), fingerprint={k: _plain(v) for k, v in fingerprint.items()},
         causes=tuple(rule.causes), suppresses=tuple(rule.suppresses), tags=tuple(rule.tags),
-        capture=rule.capture_plan,
+        capture=plan if plan is not None else UNSET,  # what RuleFinding makes of None
     )
 
 

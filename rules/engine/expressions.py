@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
-from typing import Union
+from typing import Any, Generic, Literal, TypeVar, Union
 
 import lark
 
@@ -30,9 +30,12 @@ __all__ = ["ExprError", "parse_condition", "parse_having", "condition_names", "h
 
 # ---------------------------------------------------------------- nodes shared by both
 
+_Operand = TypeVar("_Operand")
+
+
 @dataclass(frozen=True)
-class Not:
-    operand: "Condition | Having"
+class Not(Generic[_Operand]):
+    operand: _Operand             # a Condition in a condition, a Having in a having
 
 
 @dataclass(frozen=True)
@@ -55,11 +58,11 @@ class SelectionRef:
 @dataclass(frozen=True)
 class Quantified:
     """`N of pattern` / `all of pattern` / `any of pattern`, expanded to the names it matches."""
-    quantity: int | str          # a count, or "all"
+    quantity: int | Literal["all"]
     names: tuple[str, ...]
 
 
-Condition = Union[SelectionRef, Quantified, Not, And, Or]
+Condition = Union[SelectionRef, Quantified, "Not[Condition]", And, Or]
 
 
 def parse_condition(text: str, selections: list[str]) -> Condition:
@@ -99,7 +102,7 @@ class _ConditionBuilder:
             raise ExprError(f"unexpected {'of'!r}; combine terms with and / or",
                             next_token(self.text, head.end_pos, CONDITION)[1])
         names = self.expand(pattern)
-        quantity = "all" if head.value == "all" else 1 if head.value == "any" else int(head.value)
+        quantity: int | Literal["all"] = "all" if head.value == "all" else 1 if head.value == "any" else int(head.value)
         if quantity != "all" and quantity > len(names):
             raise ExprError(f"'{head.value} of {pattern.value}' can never hold: only {len(names)} selection(s) match",
                             head.start_pos)
@@ -168,7 +171,7 @@ class Negate:
     operand: "Having"
 
 
-Having = Union[Number, Text, Aggregate, Compare, Arithmetic, Negate, Not, And, Or]
+Having = Union[Number, Text, Aggregate, Compare, Arithmetic, Negate, "Not[Having]", And, Or]
 
 
 def parse_having(text: str) -> Having:
@@ -183,7 +186,8 @@ class _HavingBuilder:
         return _build(tree, self.node)
 
     def node(self, tree: lark.Tree, children: list) -> Having:
-        kind, tokens = tree.data, tree.children
+        kind = tree.data
+        tokens: list[Any] = tree.children  # lark types them Token | Tree: where read below, the grammar has tokens
         if kind == "number":
             value = parse_quantity(tokens[0].value)
             if value is None:

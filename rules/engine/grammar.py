@@ -94,6 +94,7 @@ def tokenize(text: str, language: Language) -> list[Token]:
         if not m:
             raise ExprError(f"unexpected character {text[pos]!r}", pos)
         kind, value = m.lastgroup, m.group()
+        assert kind is not None  # every alternative of the pattern is a named group
         if kind != "ws":
             if kind == "name":
                 kind = language.keywords.get(value, "NAME")
@@ -151,9 +152,11 @@ def _check_depth(tree: lark.Tree, tokens: list[Token]) -> None:
         if node.data in _NESTING:
             depth += 1
             if depth > limits.MAX_CONDITION_DEPTH:
-                opening = next(i for i, t in enumerate(tokens) if t.start_pos == node.children[0].start_pos)
+                first = node.children[0]
+                assert isinstance(first, Token)  # the opening parenthesis or `not`
+                opening = next(i for i, t in enumerate(tokens) if t.start_pos == first.start_pos)
                 raise ExprError(f"expression nests deeper than {limits.MAX_CONDITION_DEPTH} levels",
-                                tokens[opening + 1].start_pos)
+                                _start(tokens[opening + 1]))
         stack.extend((child, depth) for child in node.children if isinstance(child, lark.Tree))
 
 
@@ -162,7 +165,7 @@ def _syntax_error(e: lark.UnexpectedToken, tokens: list[Token], language: Langua
     at = len(tokens) - 1 if e.token.type == "$END" else next(
         i for i, t in enumerate(tokens) if t.start_pos == e.token.start_pos)
     token, expected = tokens[at], set(e.expected)
-    found, pos = token.value, token.start_pos
+    found, pos = token.value, _start(token)
     before = tokens[at - 1] if at else None
 
     def expect(what: str) -> ExprError:
@@ -171,7 +174,7 @@ def _syntax_error(e: lark.UnexpectedToken, tokens: list[Token], language: Langua
     if language is CONDITION:
         if "OF" in expected and before is not None and before.type == "NUMBER":
             if not before.value.isdigit():
-                return ExprError(f"{before.value!r}: expected a whole number before 'of'", before.start_pos)
+                return ExprError(f"{before.value!r}: expected a whole number before 'of'", _start(before))
             return ExprError(f"expected 'of' after {before.value}", pos)
         if expected == {"NAME"}:
             return ExprError(f"expected selection names (e.g. sel_* or them) after 'of', found {found!r}", pos)
@@ -189,9 +192,15 @@ def _syntax_error(e: lark.UnexpectedToken, tokens: list[Token], language: Langua
     return ExprError(f"unexpected {found!r}; combine terms with and / or", pos)
 
 
+def _start(token: Token) -> int:
+    assert token.start_pos is not None  # tokenize gives every token its offset
+    return token.start_pos
+
+
 def next_token(text: str, end: int, language: Language) -> tuple[str, int]:
     """(text, offset) of the token after offset `end` ('' at the end of the expression)."""
     m = re.compile(r"\s*").match(text, end)
+    assert m is not None  # \s* matches anywhere
     pos = m.end()
     token = language.token_re.match(text, pos)
     return (token.group() if token and pos < len(text) else ""), pos

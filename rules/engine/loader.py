@@ -19,7 +19,7 @@ from rules.engine.errors import RuleError
 from rules.engine.pack_cache import cached_pack
 from rules.engine.rule import Rule
 from rules.engine.rule_files import read_rule_file, rule_files
-from rules.engine.rule_yaml import documents, mark_error, source_lines
+from rules.engine.rule_yaml import MarkedDict, documents, mark_error, source_lines
 from rules.engine.schema_errors import faulty_keys, schema_errors, type_name
 from rules.engine.semantic_errors import capture_errors, compile_errors
 
@@ -41,11 +41,13 @@ def check_text(text: str, filename: str = "<text>") -> tuple[list[Rule], list[Ru
         docs = [(d, n) for d, n in documents(text, filename)]
     except RuleError as e:
         return [], [e]
-    rules, errors, seen = [], [], {}
+    rules: list[Rule] = []
+    errors: list[RuleError] = []
+    seen: dict[str, int] = {}  # rule id: its line
     for (doc, node), source in zip(docs, source_lines(text, docs)):
         if doc is None:
             continue
-        if not isinstance(doc, dict):
+        if not isinstance(doc, MarkedDict):  # the loader makes every mapping one
             errors.append(mark_error(filename, node.start_mark, "a rule is a mapping of keys (id, title, match, ...), "
                                                                 f"not {type_name(doc)}"))
             continue
@@ -79,7 +81,9 @@ def load_rule_text(text: str, filename: str = "<text>") -> list[Rule]:
 
 def check_files(paths) -> tuple[list[Rule], list[RuleError]]:
     """The valid rules of files (or folders) and every problem (ids must be unique across them)."""
-    rules, errors, where = [], [], {}
+    rules: list[Rule] = []
+    errors: list[RuleError] = []
+    where: dict[str, str] = {}  # rule id: file:line
     for path in rule_files(paths):
         try:
             file_rules, file_errors = check_text(read_rule_file(path), str(path))

@@ -87,6 +87,7 @@ class TableMasks:
                 rows = self.condition(term, selections, rows, budget)
                 if not len(rows):
                     break
+            assert rows is not None  # an And has terms
             return rows
         if isinstance(node, Or):
             return self._any([lambda d, t=t: self.condition(t, selections, d, budget) for t in node.terms], domain)

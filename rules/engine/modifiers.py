@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, Callable, ClassVar
 
 import numpy as np
 import orjson
@@ -186,7 +186,7 @@ class In(Equals):
 class _TextModifier(Modifier):
     """Substring and pattern tests: text only, one pyarrow kernel per value."""
     takes_case_flag = True
-    kernel: ClassVar = None
+    kernel: ClassVar[Callable[..., Any] | None] = None  # each subclass names its pyarrow kernel
 
     def validate(self, spec: KeyValues) -> FieldTest:
         if spec.kind == NUMBER:
@@ -200,6 +200,7 @@ class _TextModifier(Modifier):
 
     def mask_strings(self, test, arr):
         kernel = type(self).kernel
+        assert kernel is not None
         masks = (_np(kernel(arr, pattern=v, ignore_case=test.ci)) for v in test.values)
         return _all(masks) if test.all else _any(masks)
 
@@ -245,7 +246,7 @@ class Regex(_TextModifier):
 
 class _NumberModifier(Modifier):
     """Ordered comparisons with one number, duration (ns) or size (bytes)."""
-    compare: ClassVar = None
+    compare: ClassVar[Callable[..., Any] | None] = None  # each subclass names its numpy comparison
 
     def validate(self, spec: KeyValues) -> FieldTest:
         if len(spec.values) != 1:
@@ -259,8 +260,10 @@ class _NumberModifier(Modifier):
         return FieldTest(spec.key, spec.field, self, (number,))
 
     def mask_numbers(self, test, arr):
+        compare = type(self).compare
+        assert compare is not None
         with np.errstate(invalid="ignore"):
-            return type(self).compare(arr, test.values[0])
+            return compare(arr, test.values[0])
 
     def mask_strings(self, test, arr):
         return self.mask_numbers(test, _np_float(arr))

@@ -8,7 +8,7 @@ Clustering and the report give new values (`msgspec.structs.replace`) instead of
 """
 from __future__ import annotations
 
-from typing import Annotated, Any, Mapping
+from typing import Annotated, Any, Mapping, Self
 
 import msgspec
 from msgspec import UNSET, Meta, UnsetType
@@ -61,7 +61,7 @@ class Finding(msgspec.Struct, frozen=True, kw_only=True):
         """What groups findings of one root cause: the root cause, else the rule id."""
         return self.root_cause or self.rule_id
 
-    def with_metrics(self, **extra: Any) -> "Finding":
+    def with_metrics(self, **extra: Any) -> Self:
         return msgspec.structs.replace(self, metrics={**self.metrics, **extra})
 
 

@@ -8,7 +8,10 @@ import yaml
 from rules.engine import limits
 from rules.engine.errors import RuleError
 
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+try:
+    from yaml import CSafeLoader as _Loader
+except ImportError:  # PyYAML built without libyaml
+    from yaml import SafeLoader as _Loader
 
 
 class MarkedDict(dict):

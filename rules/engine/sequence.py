@@ -15,7 +15,7 @@ import pandas as pd
 from rules.engine import limits
 from rules.engine.attrs import AttrReader, RowRef, field_values, plain
 from rules.engine.budget import Budget
-from rules.engine.compiler import CompiledRule
+from rules.engine.compiler import CompiledRule, SequenceSpec
 from rules.engine.masks import ALL, TraceMasks, by_time
 from rules.engine.matches import Match, Matches
 from rules.engine.windows import group_key
@@ -44,7 +44,8 @@ class Chain:
 class SequenceMatcher:
     def __init__(self, cr: CompiledRule, masks: TraceMasks, budget: Budget):
         self.cr, self.masks, self.budget = cr, masks, budget
-        self.seq = cr.sequence
+        assert cr.sequence is not None  # the evaluator makes a matcher for a sequence rule only
+        self.seq: SequenceSpec = cr.sequence
 
     def _step(self, name: str) -> StepRows:
         sel = self.cr.selections[name]

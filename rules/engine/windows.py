@@ -13,7 +13,7 @@ from rules.engine import limits
 from rules.engine.aggregate import evaluate_having, range_metrics
 from rules.engine.attrs import AttrReader, RowRef, field_values, plain
 from rules.engine.budget import Budget
-from rules.engine.compiler import CompiledRule
+from rules.engine.compiler import AggregateSpec, CompiledRule
 from rules.engine.errors import EvalError
 from rules.engine.expressions import having_aggregates, metric_name
 from rules.engine.matches import Match, Matches
@@ -49,22 +49,22 @@ class Aggregation:
         if agg is None or (not agg.by and agg.window_ns is None):
             starts, stops = np.array([0]), np.array([n])
         else:
-            gid = self._group_ids()
+            gid = self._group_ids(agg)
             order = np.argsort(gid, kind="stable")      # rows stay time-ordered within a group
             self._reorder(order)
             gid = gid[order]
             starts = np.flatnonzero(np.r_[True, gid[1:] != gid[:-1]])
             stops = np.r_[starts[1:], n]
             if agg.sliding:
-                starts, stops = self._sliding(starts, stops)
+                assert agg.window_ns is not None  # the compiler refuses a sliding aggregate without one
+                starts, stops = self._sliding(starts, stops, agg.window_ns)
         return self._emit(starts, stops)
 
     def _reorder(self, order: np.ndarray) -> None:
         self.rows = self.rows[order]
         self._values = {k: v[order] for k, v in self._values.items()}
 
-    def _group_ids(self) -> np.ndarray:
-        agg = self.agg
+    def _group_ids(self, agg: AggregateSpec) -> np.ndarray:
         codes = [pd.factorize(pd.Series(self.values(f), dtype=object).map(group_key))[0] for f in agg.by]
         if agg.window_ns and not agg.sliding:
             lo, hi = self.span
@@ -80,21 +80,23 @@ class Aggregation:
             return np.asarray(codes[0], dtype=np.int64)
         return np.unique(np.stack(codes, axis=1), axis=0, return_inverse=True)[1].reshape(-1)
 
-    def _sliding(self, starts: np.ndarray, stops: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _sliding(self, starts: np.ndarray, stops: np.ndarray, window_ns: int) -> tuple[np.ndarray, np.ndarray]:
         """Windows [t, t + window] anchored at each row; the windows whose having holds
         are merged when they overlap, so a burst is one finding."""
         if len(self.rows) > limits.MAX_SLIDING_WINDOWS:
             raise EvalError(f"sliding window over {len(self.rows):,} matching rows "
                             f"(limit {limits.MAX_SLIDING_WINDOWS:,}); use a tumbling window or a narrower match")
         ts = self.table["ts"].to_numpy()[self.rows]
-        w_starts, w_stops = [], []
+        per_group_starts, per_group_stops = [], []
         for s, e in zip(starts, stops):
-            w_starts.append(np.arange(s, e))
-            w_stops.append(s + np.searchsorted(ts[s:e], ts[s:e] + self.agg.window_ns, side="right"))
-        w_starts, w_stops = np.concatenate(w_starts), np.concatenate(w_stops)
-        fire = self._having(w_starts, w_stops, self.agg.window_ns)
+            per_group_starts.append(np.arange(s, e))
+            per_group_stops.append(s + np.searchsorted(ts[s:e], ts[s:e] + window_ns, side="right"))
+        w_starts, w_stops = np.concatenate(per_group_starts), np.concatenate(per_group_stops)
+        fire = self._having(w_starts, w_stops, window_ns)
         group_of = np.repeat(np.arange(len(starts)), stops - starts)   # windows never cross groups
-        merged_starts, merged_stops, merged_group = [], [], []
+        merged_starts: list[int] = []
+        merged_stops: list[int] = []
+        merged_group: list[int] = []
         for s, e, g in zip(w_starts[fire], w_stops[fire], group_of[fire]):
             if merged_group and merged_group[-1] == g and s < merged_stops[-1]:
                 merged_stops[-1] = max(merged_stops[-1], e)
@@ -141,6 +143,7 @@ class Aggregation:
         for i, (s, e) in enumerate(zip(starts, stops)):
             group = {f: plain(self.values(f)[s]) for f in by}
             m = {metric_name(*k): v[i] for k, v in metrics.items() if k[0] not in ("first", "last")}
+            picks: list[int] | range
             if e - s > limits.MAX_EVIDENCE:
                 picks = list(range(s, s + limits.MAX_EVIDENCE - 1)) + [e - 1]
             else:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter, defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -112,7 +113,7 @@ def _timed(a: dict) -> bool:
         _float(a.get("duration_ms")) is not None
 
 
-def timing_enabled(entries: list[dict], pg_status: list[dict] = ()) -> bool:
+def timing_enabled(entries: list[dict], pg_status: Sequence[dict] = ()) -> bool:
     """Did the job record start events? Without TORCH_NCCL_ENABLE_TIMING no entry is ever
     `started` and pg_status's last started collective stays -1, so `scheduled` only means
     "not finished". One setting for the whole job: any rank's evidence counts."""
@@ -220,7 +221,8 @@ def worst_straggles(entries: list[FrEntry]) -> list[Straggle]:
             continue
         if full[0] <= 1 and full[0] == min(by_seq):
             full = full[1:]
-        best, prev = None, {}
+        best = None
+        prev: dict[int, int] = {}  # rank: how late it was at the previous sequence number
         for seq in full:
             es = by_seq[seq]
             t0 = min(e.created_ns for e in es.values())

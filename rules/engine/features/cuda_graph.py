@@ -242,10 +242,12 @@ def _trace_conflicts(ctx) -> list[dict]:
     """Profiler view: inside one thread's capture region, another thread of the same process
     made an unsafe runtime call and then asked for an error string."""
     ev = ctx.events
-    rows = []
+    rows: list[dict] = []
     regions = capture_regions(ctx)
-    unsafe = _named(ctx, ("runtime",), UNSAFE_RUNTIME) if regions else None
-    error_strings = _named(ctx, ("runtime",), ("cudaGetErrorString",)) if regions else None
+    if not regions:
+        return rows
+    unsafe = _named(ctx, ("runtime",), UNSAFE_RUNTIME)
+    error_strings = _named(ctx, ("runtime",), ("cudaGetErrorString",))
     for pid, tid, lo, hi in regions:
         calls = ev.iloc[_in_thread(ctx, unsafe, pid, tid, lo, hi, other_threads=True)]
         failed_calls = ev.iloc[_in_thread(ctx, error_strings, pid, tid, lo, hi, other_threads=True)]

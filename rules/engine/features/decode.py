@@ -164,7 +164,7 @@ def alloc_churn(ctx) -> pd.DataFrame:
     if calls.empty:
         return calls.iloc[0:0]
     frees = int(category_mask(calls["name"], lambda names: names.str.contains("Free")).sum())
-    info = {"malloc": int(len(calls) - frees), "free": frees}
+    info: dict[str, int | float | str] = {"malloc": int(len(calls) - frees), "free": frees}
     starts = steady["ts"].to_numpy()
     ends = starts + steady["dur"].to_numpy()
     idx = np.searchsorted(starts, calls["ts"].to_numpy(), side="right") - 1

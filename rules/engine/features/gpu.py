@@ -261,7 +261,7 @@ def gpu_idle_gaps(ctx) -> pd.DataFrame:
     warmup_ns = _warmup_time_in(ctx, bounds)
     sync_ns = sum(v for n, v in host.items() if n in STREAM_SYNCS + DEVICE_SYNCS + SCALAR_READS)
     verdict = _gap_verdict(idle, input_ns, warmup_ns, sync_ns)
-    top_name = max(host, key=host.get) if host else ""
+    top_name = max(host, key=lambda n: host[n]) if host else ""
     longest = int(np.argmax(bounds[:, 1] - bounds[:, 0]))
     top = dict(sorted(host.items(), key=lambda kv: -kv[1])[:5])
     row = ev.iloc[[window.rows[0]]].copy()

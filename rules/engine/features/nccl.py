@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import re
 from collections import defaultdict
+from collections.abc import Sequence
 
 import pandas as pd
 
@@ -78,7 +79,7 @@ def _fr_state(ev: pd.DataFrame) -> tuple[dict, dict]:
     return entries, status
 
 
-def verdict(t: dict, entries: dict, status: dict, divergences: list[Divergence] = (),
+def verdict(t: dict, entries: dict, status: dict, divergences: Sequence[Divergence] = (),
             mismatch: tuple | None = None, failure: dict | None = None,
             counters: dict | None = None) -> tuple[str, str, str, list[int]]:
     """(cause, reason, next capture, culprit ranks) for one timeout; see the module doc for the order."""
@@ -108,7 +109,7 @@ def verdict(t: dict, entries: dict, status: dict, divergences: list[Divergence] 
                 "its GPU, and every rank's log", [])
     entry = entries.get((rank, pg, seq)) or next(
         (a for (r, _p, s), a in entries.items() if s == seq and (rank is None or r == rank or r is None)), None)
-    st = status.get((rank, pg)) or next(iter(status.values()), {})
+    st: dict = status.get((rank, pg)) or next(iter(status.values()), {})
     if entry is not None or st:
         return _own_dump_verdict(rank, seq, entry, st, entries, status)
     return ("undetermined",
@@ -185,13 +186,14 @@ def _add_own_timeouts(counters: dict[int, list[dict]], timeouts: list[dict], art
         return (_int(t.get("rank")) is not None and _int(t.get("seq")) is not None and not t.get("restated")
                 and str(t.get("op", "")).upper() not in P2P_OPS)
     unnamed = [t for t in timeouts if usable(t) and not _pg_key(t)]
-    seqs = {_int(t["seq"]) for t in unnamed}
+    seqs = {s for t in unnamed if (s := _int(t["seq"])) is not None}  # each of them: usable
     one_group = bool(seqs) and max(seqs) - min(seqs) <= MAX_PEER_SEQ_SPREAD and \
         len({(_int(t["rank"]), _int(t["seq"])) for t in unnamed}) == len({_int(t["rank"]) for t in unnamed})
     for t, artifact, loc in zip(timeouts, artifacts, locs):
         if not usable(t) or (not _pg_key(t) and not one_group):
             continue
         rank, seq = _int(t.get("rank")), _int(t.get("seq"))
+        assert rank is not None and seq is not None  # usable
         counters[rank].append({"last_enqueued": None, "last_completed": seq - 1, "stuck_at": seq,
                                "pg_guid": _int(t.get("pg_guid")), "pg_id": _int(t.get("pg_id")),
                                "pg_name": t.get("pg_name") or "", "artifact": artifact, "loc": str(loc),
@@ -363,7 +365,7 @@ _CROSS_RANK_CAUSE = {"peer_missing": "peer_missing", "collective_mismatch": "col
                      "not_started": "stream_blocked"}
 
 
-def _cross_rank_verdict(t: dict, seq: int | None, divergences: list[Divergence]):
+def _cross_rank_verdict(t: dict, seq: int | None, divergences: Sequence[Divergence]):
     for d in divergences:
         same_pg = _same_pg(t, d)
         if same_pg and (seq is None or d.seq <= seq):
@@ -389,16 +391,18 @@ def watchdog_mismatches(timeouts: list[dict]) -> dict[int, tuple[str, list[int]]
         if t.get("seq") is not None and t.get("op") and not t.get("restated") and t.get("rank") is not None \
                 and _complete(t):
             groups[(t["seq"], t.get("timeout_ms"))].append(i)
-    out = {}
+    out: dict[int, tuple[str, list[int]]] = {}
     for (seq, _timeout), rows in groups.items():
-        by_rank = {}
+        by_rank: dict[int, int] = {}  # rank: its first row
         for i in rows:
             by_rank.setdefault(timeouts[i]["rank"], i)
         if len(by_rank) < 2 or len({p for p in (_pg_key(timeouts[i]) for i in by_rank.values()) if p}) > 1:
             continue
         found = _disagreement({r: timeouts[i] for r, i in by_rank.items()}, seq)
+        if not found:
+            continue
         pgs = {_pg_key(timeouts[i]) for i in rows} - {""}
-        for i, t in enumerate(timeouts if found else ()):
+        for i, t in enumerate(timeouts):
             if t.get("seq") == seq and (not pgs or _pg_key(t) in pgs | {""}):
                 out[i] = found  # the same collective's other reports (failure lines carry no op)
     return out
@@ -603,7 +607,7 @@ def _timeouts_of(ev: pd.DataFrame, ctx) -> pd.DataFrame:
             or _stuck_peer(a, counters)
         cause, reason, capture, culprits = verdict(a, entries, status, divergences, mismatches.get(i) or report,
                                                    failure, counters)
-        extra = {}
+        extra: dict[str, object] = {}
         if cause == "undetermined" and (went := _ranks_went_on(a, int(row["ts"]), logs)):
             cause, reason, capture, culprits = went
             extra["went_on"] = {str(r): logs[r]["where"] for r in culprits}

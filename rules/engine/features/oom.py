@@ -151,14 +151,14 @@ def classify(f: dict) -> tuple[str, str]:
             return "capacity", f"only {_b(F)} was free for a {_b(R)} request"
         return "fragmentation", (f"{_b(F)} was free, enough for the {_b(R)} request, but only {_b(reservable)} of it "
                                  "could be reserved in one piece")
-    free_fits = F is not None and F >= R and F > 0
-    if free_fits and F - R >= max(ROOM_MARGIN_BYTES, ROOM_MARGIN_SHARE * (T or 0)):
-        return "process_cap", (f"the device still had {_b(F)} free, more than the {_b(R)} "
+    fits = F if F is not None and F >= R and F > 0 else None  # the free figure, where it holds the request
+    if fits is not None and fits - R >= max(ROOM_MARGIN_BYTES, ROOM_MARGIN_SHARE * (T or 0)):
+        return "process_cap", (f"the device still had {_b(fits)} free, more than the {_b(R)} "
                                "requested: something capped this process (memory fraction, MIG slice, container)")
     # free memory too thin to count as room says nothing when the cache alone could hold the request
-    if free_fits and not (U is not None and Rsv and U >= R):
-        return "capacity", (f"the {_b(R)} request needs nearly all of the {_b(F)} free"
-                            f"{f' of {_b(T)}' if T else ''}: the {_b(F - R)} left over is less than the "
+    if fits is not None and not (U is not None and Rsv and U >= R):
+        return "capacity", (f"the {_b(R)} request needs nearly all of the {_b(fits)} free"
+                            f"{f' of {_b(T)}' if T else ''}: the {_b(fits - R)} left over is less than the "
                             "allocator's rounding and the driver's own needs, so the device is effectively full")
     if U is not None and Rsv:
         share = U / Rsv
@@ -357,7 +357,7 @@ class _LogContext:
         for pos, (art, loc, raw) in enumerate(zip(text_values(rows["artifact"]), rows["loc"], rows["attrs"])):
             self._by_line.setdefault((art, loc), []).append((pos, raw))
 
-    def chained_capture_errors(self) -> dict[tuple[str, str], tuple[str, dict]]:
+    def chained_capture_errors(self) -> dict[tuple[str, str | None], tuple[str, dict]]:
         """(artifact, loc of the OOM) -> the first error raised during capture while handling it."""
         if self._chained is None:
             errors = self.ev[self.ev["kind"] == "error"]
