@@ -189,6 +189,7 @@ def _place_yearless(name: str, clock: Clock, rng, reference: dict[str, Span],
     dates within a day (or, where nothing has full dates, the year most year-less files were
     given); what cannot be decided stays as read, with a warning."""
     year = clock.year_assumed
+    assert year is not None  # the files placed here are those read with an assumed year
     said = f"time stamps without a year, read as {year} ({clock.year_source or 'assumed'})"
     if not rng:
         return Alignment(name, "unix", 0, f"{said}; no plausible times", True)

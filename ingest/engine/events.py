@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping, overload
 
 import numpy as np
 import orjson
@@ -63,7 +63,11 @@ INT64_MAX = 2**63 - 1
 INT64_MIN = -(2**63)
 
 
-def clamp_int(value: Any, default: int = -1) -> int:
+@overload
+def clamp_int(value: Any, default: int = -1) -> int: ...
+@overload
+def clamp_int(value: Any, default: None) -> int | None: ...
+def clamp_int(value: Any, default: int | None = -1) -> int | None:
     """Integers from untrusted files may exceed int64: keep them out of int columns."""
     try:
         v = int(value)
@@ -194,20 +198,21 @@ class EventSink:
         if len(cols["ts"]) >= self.batch_rows:
             self.flush()
 
-    def emit_columns(self, columns: dict[str, Iterable | pa.Array]) -> None:
+    def emit_columns(self, columns: Mapping[str, Iterable | pa.Array]) -> None:
         """Many events at once (fast paths): missing columns take DEFAULTS. Past the limit, the
         rows up to it are kept and EventLimitReached is raised."""
         self.flush()
         batch = make_batch(columns, artifact=self.artifact, source=self.source)
-        over = self.limit is not None and self.count + batch.num_rows > self.limit
-        if over:
-            batch = batch.slice(0, max(0, self.limit - self.count))
+        # the limit, where this batch goes past it
+        reached = self.limit if self.limit is not None and self.count + batch.num_rows > self.limit else None
+        if reached is not None:
+            batch = batch.slice(0, max(0, reached - self.count))
         self.count += batch.num_rows
         if batch.num_rows:
             self.last_loc = str(batch.column(COLUMNS.index("loc"))[-1].as_py() or "")
             self.on_batch(batch)
-        if over:
-            raise EventLimitReached(self.limit, self.last_loc, self.limit_setting)
+        if reached is not None:
+            raise EventLimitReached(reached, self.last_loc, self.limit_setting)
 
     def flush(self) -> None:
         if not self._cols["ts"]:
@@ -218,7 +223,7 @@ class EventSink:
         self.on_batch(batch)
 
 
-def make_batch(columns: dict[str, Any], **constants: Any) -> pa.RecordBatch:
+def make_batch(columns: Mapping[str, Any], **constants: Any) -> pa.RecordBatch:
     """Build a batch in SCHEMA from column lists/arrays; `constants` fill whole columns."""
     n = None
     for v in columns.values():

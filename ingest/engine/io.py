@@ -9,12 +9,14 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Callable, Iterator
 
 import orjson
 
 from ingest.engine.events import ParseError, excerpt, json_error_got
 
+_gzip: ModuleType  # zlib-ng's reader or the standard library's (the same API)
 try:
     # zlib-ng's port of the standard library's gzip reader: the same stream and errors, faster
     # inflate, and 512 KiB reads where the standard library's are 8 KiB. Each read gives the GIL
@@ -22,7 +24,8 @@ try:
     # a 10 MiB gzip trace took ~0.3 s longer to diagnose than with this reader (5 A/B pairs).
     from zlib_ng import gzip_ng as _gzip
     from zlib_ng import zlib_ng as _zlib_ng
-    _ZLIB_ERRORS: tuple[type[Exception], ...] = (zlib.error, _zlib_ng.error)
+    # (zlib_ng.pyi declares `error` an instance; it is the exception class)
+    _ZLIB_ERRORS: tuple[type[Exception], ...] = (zlib.error, _zlib_ng.error)  # type: ignore[assignment]
 except ImportError:  # the standard library's reader
     _gzip = gzip
     _ZLIB_ERRORS = (zlib.error,)

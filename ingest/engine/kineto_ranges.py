@@ -140,7 +140,7 @@ def reader_cuts(path: Path, content_start: int, array_end: int) -> list[tuple[in
                 return cuts
             f.seek(c + 1)
             after = f.read(block_end - c - 1)
-            start = c + 1 + decode._SPACE.match(after).end() + 1  # after the `,`
+            start = c + 1 + decode.space_end(after) + 1  # after the `,`
             cuts.append((c, start))
             block_end += window
     return cuts

@@ -125,6 +125,7 @@ def parse_events(path: Path, artifact_id: str, name: str | None,
     def on_read(position: int) -> None:
         read[0] = max(read[0], position)  # a parser that reads the file twice never goes back
         if threading.current_thread() is caller:  # a reading thread (ingest.engine.prefetch) only counts
+            assert progress is not None  # installed only with a progress callback
             progress(sink.count, read[0])
 
     def batch_done(batch: pa.RecordBatch) -> None:

@@ -19,7 +19,7 @@ _END = object()
 _POLL_S = 0.05  # how often a blocked producer looks whether the caller has gone
 
 
-def prefetched(items: Iterator[T], ahead: int = 1, burst: int = 0) -> Iterator[T]:
+def prefetched(items: Iterator[T], ahead: int = 1, burst: int = 0) -> Generator[T, None, None]:
     """`items`, with up to `ahead` items made before the caller asks for them.
 
     The producer starts an item only when fewer than `ahead` are made and not yet taken, so

@@ -13,7 +13,7 @@ import pyarrow as pa
 try:
     from ingest.engine import _gather  # the compiled row copy (ingest/engine/_gather.c)
 except ImportError:  # built without a compiler: Arrow's take
-    _gather = None
+    _gather = None  # type: ignore[assignment]  # the stub's module or, without the extension, None
 
 
 def take_texts(array: pa.Array, rows: np.ndarray) -> pa.Array:

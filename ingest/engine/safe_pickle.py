@@ -188,7 +188,7 @@ def _locate_problem(data: bytes, refused: str | None) -> tuple[str, str | None, 
     """Where loading failed: ('byte N', expected, got) for a forbidden opcode or damaged stream.
     `refused` is the exact name find_class saw, when it was asked for one."""
     recent: list[str] = []  # last strings pushed: STACK_GLOBAL takes module and name from them
-    pos = 0
+    pos: int | None = 0
     try:
         for op, arg, pos in pickletools.genops(data):
             if op.name in _STRING_OPS:

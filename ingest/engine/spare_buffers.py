@@ -14,6 +14,7 @@ never taken, a new one is made instead.
 from __future__ import annotations
 
 import sys
+from typing import cast
 
 # references to a free buffer while `take` looks at it: the pool's list, the loop's
 # variable and getrefcount's own argument
@@ -50,4 +51,4 @@ class SpareBuffers:
 def underlying(window: bytearray | memoryview) -> bytearray:
     """The bytearray a window is a view of (from its offset 0), for what memoryview lacks
     (rfind): searches on it must stop at len(window), past which lie an older window's bytes."""
-    return window.obj if isinstance(window, memoryview) else window
+    return cast(bytearray, window.obj) if isinstance(window, memoryview) else window  # a view of one kept bytearray

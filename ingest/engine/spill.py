@@ -16,6 +16,7 @@ from __future__ import annotations
 import mmap
 import os
 import tempfile
+from typing import IO
 
 import pyarrow as pa
 
@@ -34,6 +35,7 @@ class SpillFile:
 
     def __init__(self, folder: str | None = None):
         self._size = 0
+        self._file: IO[bytes] | None
         try:
             self._file = tempfile.TemporaryFile(dir=folder or os.environ.get(SPILL_DIR_ENV) or None)
         except OSError:  # no writable temporary folder: everything stays in memory
@@ -76,10 +78,14 @@ class SpillFile:
             return pa.py_buffer(b"")
         padded = -length % _PAGE
         if padded:
-            os.write(self._file.fileno(), bytes(padded))
+            os.write(self._fd(), bytes(padded))
         self._size = start + length + padded
-        view = mmap.mmap(self._file.fileno(), length, offset=start, access=mmap.ACCESS_READ)
+        view = mmap.mmap(self._fd(), length, offset=start, access=mmap.ACCESS_READ)
         return pa.py_buffer(view)
+
+    def _fd(self) -> int:
+        assert self._file is not None  # regions are written after has_room(), to an open file
+        return self._file.fileno()
 
 
 class RegionWriter:
@@ -90,7 +96,7 @@ class RegionWriter:
 
     def write(self, data) -> None:
         view = memoryview(data).cast("B")
-        fd = self._spill._file.fileno()
+        fd = self._spill._fd()
         while view.nbytes:
             done = os.write(fd, view)
             self.length += done

@@ -22,7 +22,7 @@ from ingest.engine.spill import MIN_SPILL_BYTES, SpillFile
 try:
     from ingest.engine import _gather  # the compiled row copy (ingest/engine/_gather.c)
 except ImportError:  # built without a compiler: Arrow takes, three copies a row
-    _gather = None
+    _gather = None  # type: ignore[assignment]  # the stub's module or, without the extension, None
 
 BIG_COLUMN_BYTES = 16 << 20  # below this a column is copied the plain way
 SLICE_ROWS = 1 << 12  # rows per slice: its copies (~1 MiB) come from reused heap pages

@@ -46,7 +46,8 @@ class ThrottleTracker:
     """Emits a "ThrottleReason" marker per device only when its set of reasons changes."""
 
     def __init__(self, sink: EventSink):
-        self.sink, self.last = sink, {}
+        self.sink = sink
+        self.last: dict[int, list[str]] = {}  # device: its reasons last emitted
 
     def update(self, ts: int, device: int, mask: int, loc: str, host: str = "") -> None:
         reasons = decode_clock_event_reasons(mask)

@@ -129,7 +129,8 @@ def _parse_metrics(path, lines, sink: EventSink, report: ParseReport) -> None:
 
 
 def _parse_config(path, lines, sink: EventSink, report: ParseReport) -> None:
-    enabled, disabled = [], []
+    enabled: list[dict[str, str]] = []
+    disabled: list[dict[str, str]] = []
     for _lineno, text in lines:
         m = _CONFIG.match(text)
         if not m:

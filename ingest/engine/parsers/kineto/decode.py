@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import re
 from collections import deque
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass
+from io import BufferedIOBase
 from pathlib import Path
-from typing import BinaryIO, Iterator
 
 import msgspec
 import numpy as np
@@ -124,19 +125,28 @@ class Chunk:
     def __len__(self) -> int:
         if self.events is not None:
             return len(self.events)
-        return len(self.columns if self.columns is not None else self.scanned)
+        if self.columns is not None:
+            return len(self.columns)
+        assert self.scanned is not None  # a chunk holds one of the three
+        return len(self.scanned)
+
+    def scanned_columns(self) -> Columns:
+        """The columns of a chunk without typed events."""
+        assert self.columns is not None  # TraceReader.chunks gives each chunk events or columns
+        return self.columns
 
     def event(self, i: int) -> Event:
         """The i-th event typed (for a scanned window: decoded from its text)."""
         if self.events is not None:
             return self.events[i]
-        start, end = self.columns.spans[i].tolist()
-        return _ONE_EVENT.decode(self.columns.window[start:end])
+        columns = self.scanned_columns()
+        start, end = columns.spans[i].tolist()
+        return _ONE_EVENT.decode(columns.window[start:end])
 
     def first_times(self, k: int) -> list[float]:
         """The numeric ts of the first k events."""
         if self.events is None:
-            ts = self.columns.ts[:k]
+            ts = self.scanned_columns().ts[:k]
             return ts[np.isfinite(ts)].tolist()
         return [e.ts for e in self.events[:k] if isinstance(e.ts, (int, float))]
 
@@ -165,7 +175,7 @@ def has_big_int(data: bytes) -> bool:
 class _Content:
     """The (gunzipped) content, read forward; gzip damage names the byte reached."""
 
-    def __init__(self, path: Path, stream: BinaryIO):
+    def __init__(self, path: Path, stream: BufferedIOBase):
         self.path, self.stream, self.done = path, stream, 0
         # a window's cut leaves at most CUT_SPAN bytes of it for the next (see _last_cuts)
         self.buffers = SpareBuffers(1 + CUT_SPAN + WINDOW_BYTES, SPARE_WINDOWS)
@@ -206,6 +216,13 @@ class _Content:
                              f"{self.path.stat().st_size:,})", "a complete gzip stream", got=what) from None
         self.done += k
         return k
+
+
+def space_end(data: bytes | bytearray | memoryview, pos: int = 0) -> int:
+    """The offset after the whitespace at `pos`."""
+    m = _SPACE.match(data, pos)
+    assert m is not None  # it matches the empty string too
+    return m.end()
 
 
 def _error_byte(e: msgspec.DecodeError) -> int | None:
@@ -262,14 +279,13 @@ class TraceReader:
         events, index, _ = self._typed(chunk.scanned.blob(), chunk.start, None)
         return Chunk(chunk.start, events, index)
 
-    def _windows(self) -> Iterator[Chunk]:
+    def _windows(self) -> Generator[Chunk, None, None]:
         with open_bytes(self.path) as stream:
             content = _Content(self.path, stream)
             rest, pos = self._read_header(content)  # the bytes after traceEvents' `[`; pos: their offset
             # win = `[` + content not yet decoded: a window decodes in place (a `]` written after
             # its cut), and the typed events' raw args are views into it, never copies
-            win = bytearray(b"[")
-            win += rest
+            win: bytearray | memoryview = bytearray(b"[") + rest  # then a spare buffer's view
             del rest
             eof, need_more, closed = False, len(win) == 1, False
             while True:
@@ -288,7 +304,7 @@ class TraceReader:
                 del chunk  # not kept alive while the next window decodes
                 if used is None:
                     return  # the array ended; trailer read
-                at = _SPACE.match(win, used + 1).end()  # win[used + 1]: the content's byte `used`
+                at = space_end(win, used + 1)  # win[used + 1]: the content's byte `used`
                 if win[at:at + 1] != b",":
                     raise self._error(f"byte {pos + used:,}", "',' between events in traceEvents",
                                       excerpt(bytes(win[at:at + 21]), 20))
@@ -311,7 +327,7 @@ class TraceReader:
         while True:
             block = content.read(WINDOW_BYTES)
             data += block
-            at = _SPACE.match(data).end()
+            at = space_end(data)
             if data[at:at + 1] == b"[":  # the event array is the document
                 self.bare = True
                 return data[at + 1:], at + 1
@@ -393,26 +409,31 @@ class TraceReader:
                 if whole:
                     raise self._error(f"byte {content.done:,} (end of data)", "complete JSON (a closed trace object)",
                                       "the end of the data (the file is cut short)")
+                assert saved is not None  # not whole
                 win[cut + 1] = saved
                 return chunk, cut
             try:
                 raws = _RAW_LIST.decode(blob)
             except msgspec.DecodeError as e:
                 at = _error_byte(e)
-                if "trailing characters" in str(e) and self.bare:
-                    raise self._error(f"byte {pos + at - 2:,}", "nothing after the ']' that ends the "
-                                      "array of trace events", excerpt(bytes(view[at - 1:at + 20]), 20)) from None
-                if "trailing characters" in str(e):  # the array ended; `at` is one past that character
-                    end = at - 1
+                if "trailing characters" in str(e):
+                    assert at is not None  # msgspec names the byte where they start
+                    if self.bare:
+                        raise self._error(f"byte {pos + at - 2:,}", "nothing after the ']' that ends the "
+                                          "array of trace events", excerpt(bytes(view[at - 1:at + 20]), 20)) from None
+                    end = at - 1  # the array ended; `at` is one past that character
                     head = bytes(view[:end])
                     if saved is not None:
                         win[cut + 1] = saved
-                    return self._decode(head, None), self._read_trailer(bytes(view[1:]), end - 1, pos, content)
+                    chunk = self._decode(head, None)
+                    self._read_trailer(bytes(view[1:]), end - 1, pos, content)
+                    return chunk, None
                 if at is not None and at <= cut:  # up to the cut the parse is the file's own
                     raise self._json_error(e, content.done, pos - 1, "valid JSON in traceEvents") from None
                 if whole:
                     raise self._json_error(e, content.done, pos - 1,
                                            "complete JSON (a closed traceEvents array)") from None
+                assert saved is not None  # not whole
                 win[cut + 1] = saved
                 continue  # the cut sat inside a string or nested value
             if whole and self.bare:
@@ -420,6 +441,7 @@ class TraceReader:
             if whole:
                 raise self._error(f"byte {content.done:,} (end of data)", "complete JSON (a closed trace object)",
                                   "the end of the data (the file is cut short)")
+            assert saved is not None  # not whole
             win[cut + 1] = saved
             return self._decode(blob, raws), cut
         if eof:

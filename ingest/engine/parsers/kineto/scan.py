@@ -28,7 +28,7 @@ from ingest.engine.row_copy import take_texts
 try:
     from ingest.engine.parsers.kineto import _scan
 except ImportError:  # built without a compiler (the extension is optional in pyproject.toml)
-    _scan = None
+    _scan = None  # type: ignore[assignment]  # the stub's module or, without the extension, None
 
 # type tags (`enum` in _scan.c)
 ABSENT, NULL, STR, ESC, INT, FLOAT, BOOL, OBJ, ARR = range(9)
@@ -57,6 +57,7 @@ class Texts:
     def take(self, idx: np.ndarray) -> "Texts":
         if self.numbers is None:
             return Texts(self.tags[idx], take_texts(self.texts, idx))
+        assert self.exact is not None  # set with numbers
         return Texts(self.tags[idx], take_texts(self.texts, idx), self.numbers[idx], self.exact[idx])
 
     def values(self) -> list[Any]:
@@ -189,6 +190,7 @@ def ints(t: Texts, rows: np.ndarray | None = None) -> np.ndarray | None:
     within int64; None when some are not (the caller takes `values()`). `rows`: of those
     rows only. Read-only where the scanner parsed them."""
     if t.numbers is not None:
+        assert t.exact is not None  # set with numbers
         if rows is None:
             return t.numbers if t.exact.all() else None
         return t.numbers[rows] if t.exact[rows].all() else None

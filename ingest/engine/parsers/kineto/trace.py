@@ -397,8 +397,9 @@ KIND_NAMES = ("kernel", "memcpy", "memset", "sync", "runtime", "driver", "cpu_op
               "marker", "alloc", "free", "oom", "collective")
 _K = {k: np.int8(i) for i, k in enumerate(KIND_NAMES)}
 _GPU_ANNOTATION = np.int8(len(KIND_NAMES))  # category code: an annotation on the GPU timeline
-_CATEGORY = {cat: int(_K[kind]) for cat, kind in CATEGORY_KIND.items()} | {
-    "gpu_user_annotation": int(_GPU_ANNOTATION)}
+# (str | None keys: looked up with an event's cat, None where it has none)
+_CATEGORY: dict[str | None, int] = {cat: int(_K[kind]) for cat, kind in CATEGORY_KIND.items()}
+_CATEGORY["gpu_user_annotation"] = int(_GPU_ANNOTATION)
 _KIND_OF = np.array([*range(len(KIND_NAMES)), _K["annotation"]], np.int8)  # category code -> kind
 _PHASE = {"X": 0, "i": 1, "I": 2, "s": 3, "f": 4, "t": 5, "M": 6, "C": 7, "B": 8, "E": 9}
 _PH_OTHER = 10
@@ -439,7 +440,7 @@ class _Fields:
     def of_chunk(cls, chunk: Chunk) -> "_Fields":
         if chunk.events is not None:
             return cls.of_events(chunk.events)
-        c = chunk.columns
+        c = chunk.scanned_columns()
         return cls(_codes(c.ph, _PHASE, _PH_OTHER).astype(np.int8), _codes(c.cat, _CATEGORY, -1).astype(np.int8),
                    c.ts, c.dur, c.name.fill_null(""), c.pid, c.tid, c.args, c.arg_keys, chunk.event,
                    {"ph": c.ph, "cat": c.cat}, c.long_digits)
@@ -534,8 +535,8 @@ def _emit_chunk(chunk: Chunk, ctx: _Context, sink: EventSink) -> None:
     ctx.counter_events += int(is_counter.sum())
     for i in np.flatnonzero(is_counter).tolist():
         _emit_counter(chunk.event(i), int(index[i]), ctx, sink)
-    pending = [_match_range(chunk.event(i), int(index[i]), ctx) for i in np.flatnonzero(is_range).tolist()]
-    pending = [p for p in pending if p is not None]
+    matched = [_match_range(chunk.event(i), int(index[i]), ctx) for i in np.flatnonzero(is_range).tolist()]
+    pending = [p for p in matched if p is not None]
 
     other = is_flow | is_meta | is_counter | is_range
     if not other.any():
@@ -762,6 +763,7 @@ def _attrs(args: Texts, long_digits: np.ndarray | None, kind: np.ndarray, names:
     `long_digits`: the rows whose args may hold an integer beyond int64 (the scanner's; None:
     found here)."""
     n = len(args.texts)
+    data: bytes | memoryview  # the window's bytes, or a copy with some rows replaced
     offsets, data = _text_buffers(args.texts)
     is_step = names.where(lambda v: v.startswith("ProfilerStep#"))
     enrich = is_collective | (kind == _K["memcpy"]) | is_step
@@ -807,10 +809,11 @@ def _text_buffers(texts: pa.Array) -> tuple[np.ndarray, memoryview]:
     return offsets - offsets[0], data
 
 
-def _patched(data: bytes, offsets: np.ndarray, patches: dict[int, bytes]) -> tuple[bytes, np.ndarray]:
+def _patched(data: bytes | memoryview, offsets: np.ndarray, patches: dict[int, bytes]) -> tuple[bytes, np.ndarray]:
     """`data` (rows at `offsets`) with some rows' bytes replaced."""
     view = memoryview(data)
-    pieces, prev = [], 0
+    pieces: list[bytes | memoryview] = []
+    prev = 0
     lengths = np.diff(offsets)
     for i in sorted(patches):
         pieces.append(view[offsets[prev]:offsets[i]])
@@ -823,7 +826,7 @@ def _patched(data: bytes, offsets: np.ndarray, patches: dict[int, bytes]) -> tup
     return b"".join(pieces), new
 
 
-def _long_digit_runs(data: bytes, offsets: np.ndarray) -> np.ndarray:
+def _long_digit_runs(data: bytes | memoryview, offsets: np.ndarray) -> np.ndarray:
     """Rows whose bytes may hold an integer beyond int64 (a run of 19+ digits that does not
     follow a `.`), found without Python per byte: such a run holds 6 consecutive bytes at
     positions that are multiples of 3, so a third of the bytes is looked at, as whole arrays;

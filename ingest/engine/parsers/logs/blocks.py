@@ -478,6 +478,7 @@ class FlightRecorderVerdict:
 
     def attrs(self) -> dict:
         head = _FR_HEADER.match(self.lines[0].prefix.body)
+        assert head is not None  # the block opened on this header
         verdict, seq = next((k, v) for k, v in head.groupdict().items() if v is not None)
         out: dict = {"seq": int(seq) if seq.isdigit() else None,
                      "verdict": verdict.replace("_old", "").replace("_print", "")}

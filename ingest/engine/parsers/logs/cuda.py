@@ -260,9 +260,9 @@ def classify_cuda_line(body: str, faults_only: bool = False) -> Hit | None:
     if m:
         return Hit("error", "LibraryExecutionFailed", _library_attrs(m.group(1), body), "error")
     if "Memory access fault" in body or "HSA_STATUS_ERROR_" in body:
-        hit = _rocm_fault(body)
-        if hit:
-            return hit
+        fault = _rocm_fault(body)
+        if fault:
+            return fault
     if "CUDA Exception: " in body or "CUDA_EXCEPTION_" in body:
         m = _GDB_EXCEPTION.search(body)
         if m:
@@ -327,7 +327,7 @@ def _rocm_fault(body: str) -> Hit | None:
         attrs |= {"gpu_node": int(m.group(1)), "fault_address": m.group(2) or "", "fault_reason": (m.group(3) or "").strip(),
                   "error_label": f"ROCm memory access fault (HIP equivalent of {name})",
                   "detail": f"the GPU (HSA node {m.group(1)}) faulted{where}{reason}"}
-    else:
+    elif status:
         attrs |= {"error_label": f"HSA_STATUS_ERROR_{status.group(1)} (ROCm; like {name})"}
     attrs["surface"] = "ROCm (HSA runtime)"
     return Hit("error", name, attrs, "error", float(_BY_NAME[name][1]))

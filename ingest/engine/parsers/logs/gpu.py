@@ -327,7 +327,8 @@ def _memory_line(body: str) -> Hit | None:
             if m:
                 numbers = [int(g) for g in m.groups() if g and g.isdigit()]
                 who = "DCGM" if "Remapping Failure Occurred" not in body else "nvidia-smi -q"
-                attrs = {"reported_by": who, "text": body.strip(), "summary": f'{who} reported "{body.strip()[:200]}"'}
+                attrs: dict[str, object] = {"reported_by": who, "text": body.strip(),
+                                            "summary": f'{who} reported "{body.strip()[:200]}"'}
                 if numbers:
                     attrs["device"] = numbers[-1]
                 return Hit("error", name, attrs, severity)

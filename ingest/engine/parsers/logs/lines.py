@@ -477,11 +477,11 @@ def _tables(body: str) -> LineHit | None:
     m = _NCCL_TESTS_ROW.match(body)
     if m:
         g = m.groups()
-        attrs = {"size_bytes": int(g[0]), "count": int(g[1]), "type": g[2], "redop": g[3],
-                 "root": int(g[4]) if g[4] else None,
-                 "out_of_place": {"time_us": float(g[5]), "algbw_gbs": float(g[6]), "busbw_gbs": float(g[7]), "wrong": g[8]},
-                 "in_place": {"time_us": float(g[9]), "algbw_gbs": float(g[10]), "busbw_gbs": float(g[11]), "wrong": g[12]}}
-        return LineHit("sample", "nccl_tests.busbw", attrs, "", float(g[7]), "GB/s")
+        row: dict[str, object] = {
+            "size_bytes": int(g[0]), "count": int(g[1]), "type": g[2], "redop": g[3], "root": int(g[4]) if g[4] else None,
+            "out_of_place": {"time_us": float(g[5]), "algbw_gbs": float(g[6]), "busbw_gbs": float(g[7]), "wrong": g[8]},
+            "in_place": {"time_us": float(g[9]), "algbw_gbs": float(g[10]), "busbw_gbs": float(g[11]), "wrong": g[12]}}
+        return LineHit("sample", "nccl_tests.busbw", row, "", float(g[7]), "GB/s")
     m = _NCCL_TESTS_AVG.match(body)
     if m:
         return LineHit("sample", "nccl_tests.avg_busbw", {"note": "averages latency-bound small sizes in"},
@@ -493,9 +493,9 @@ def _tables(body: str) -> LineHit | None:
                                                   "validation": _after(body, "validation:")})
     m = _NCCL_TESTS_DEVICE.match(body)
     if m:
-        g = [x for x in m.groups() if x is not None]
-        return LineHit("log", "NCCLTestsDevice", {"rank": int(g[0]), "test_pid": int(g[1]), "test_host": g[2],
-                                                  "device": int(g[3]), "bus_id": g[4], "gpu": g[5].strip()})
+        d = [x for x in m.groups() if x is not None]
+        return LineHit("log", "NCCLTestsDevice", {"rank": int(d[0]), "test_pid": int(d[1]), "test_host": d[2],
+                                                  "device": int(d[3]), "bus_id": d[4], "gpu": d[5].strip()})
     return None
 
 

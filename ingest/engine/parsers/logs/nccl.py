@@ -207,7 +207,7 @@ def _oom_cut(text: str) -> bool:
     if "xhausted" not in text[-80:] and "XHAUSTED" not in text[-80:]:
         return False
     m = _EXHAUSTED.search(text.rstrip())
-    return bool(m) and _OOM_PHRASE.startswith(m.group(1).strip()) and len(text) < 4096
+    return m is not None and _OOM_PHRASE.startswith(m.group(1).strip()) and len(text) < 4096
 
 
 # PyTorch's OOM message wrapped by a terminal or a logger before its figures close: the legacy
@@ -221,7 +221,7 @@ def _torch_oom_cut(text: str) -> bool:
     if "Tried to allocate" not in text or len(text) > 4096:
         return False
     m = _TORCH_OOM_OPEN.search(text)
-    return bool(m) and not _TORCH_OOM_CLOSED.search(text, m.end())
+    return m is not None and not _TORCH_OOM_CLOSED.search(text, m.end())
 
 
 # (the OOM figures' words with the space before them: "28.08 GiB reserved", never "GiBreserved")
@@ -478,9 +478,10 @@ def xla_rendezvous(body: str) -> Hit | None:
     if "rendezvous" not in body and "Termination timeout" not in body:
         return None
     expected = _XLA_EXPECTED.search(body)
-    counts = {"expected": int(expected.group(1)) if expected else None,
-              "arrived": int(expected.group(2)) if expected and expected.group(2) else None}
-    counts["missing"] = counts["expected"] - counts["arrived"] if counts["arrived"] is not None else None
+    want = int(expected.group(1)) if expected else None
+    arrived = int(expected.group(2)) if expected and expected.group(2) else None
+    counts = {"expected": want, "arrived": arrived,
+              "missing": want - arrived if want is not None and arrived is not None else None}  # arrived: want too
     m = _XLA_TERMINATED.search(body)
     if m:
         return "error", "XLARendezvousTimeout", {"rendezvous": (m.group(1) or "")[:200], "waited_s": int(m.group(2)),

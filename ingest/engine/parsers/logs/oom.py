@@ -156,6 +156,7 @@ def size_bytes(text: str) -> int:
     if text.isdigit():
         return int(text)
     m = _NUMBER_UNIT.fullmatch(text)
+    assert m is not None  # callers pass what their own patterns read as a size
     return int(round(float(m.group(1)) * _UNITS[m.group(2)]))
 
 

@@ -104,7 +104,8 @@ class LogParser:
         self.sink, self.report, self.year, self.year_source = sink, report, year, year_source
         self.last_ts = 0
         self.stamped = self.year_assumed = False
-        self.block: Traceback | GraphBreak | DynamoReport | FlightRecorderVerdict | C10Backtrace | None = None
+        self.block: (Traceback | GraphBreak | DynamoReport | FlightRecorderVerdict | DeviceAsserts | SmiMemorySection
+                     | DcgmDiagRow | C10Backtrace | None) = None
         self.chained_after = ""            # loc of the traceback a chained one follows
         self.last_traceback_loc = ""
         self.thread = self.last_thread = ""  # "Exception in thread X:" names the next traceback's thread
@@ -358,8 +359,8 @@ class LogParser:
             self.held_oom = HeldOOM(lines, finding)  # until the program says whether it retries
             return
         if finding.name == "NCCLWatchdogFailure":
-            key = (_rank(line.prefix.rank, finding.attrs), finding.attrs["seq"])
-            self.pg_state.setdefault(key, {}).update(
+            pg_key = (_rank(line.prefix.rank, finding.attrs), finding.attrs["seq"])
+            self.pg_state.setdefault(pg_key, {}).update(
                 {k: v for k, v in finding.attrs.items() if k.startswith(("last_", "pg_"))})
         self._emit(lines, finding)
 

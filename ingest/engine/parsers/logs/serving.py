@@ -165,7 +165,9 @@ def _refusal(body: str) -> Hit | None:
         if key not in attrs and (m := rx.search(body)):
             attrs[key] = int(m.group(1))
     if variant == "token_pool_oom":
-        phase = _REFUSAL_PATTERNS[0][1].search(body).group(1)
+        refusal = _REFUSAL_PATTERNS[0][1].search(body)
+        assert refusal is not None  # the pattern that named the variant
+        phase = refusal.group(1)
         attrs["phase"] = phase.lower() if phase != "Out" else ""
     attrs["summary"] = _refusal_summary(attrs)
     return Hit("error", "KVCacheInsufficient", attrs, "error")
@@ -266,10 +268,11 @@ def _pressure(body: str) -> Hit | None:
     m = _PREEMPT.search(body)
     if m or "not enough KV cache space" in body:
         total = _PREEMPT_TOTAL.search(body)
-        attrs = {"request": m.group(1) if m else "", "mode": m.group(2) if m else "",
-                 "cumulative_preemptions": int(total.group(1)) if total else None, "engine": "vllm"}
-        attrs["summary"] = (f"vLLM preempted {('sequence group ' + attrs['request']) if m else 'a sequence group'}"
-                            f"{(' by ' + attrs['mode']) if m else ''} for lack of KV cache space"
+        request, mode = (m.group(1), m.group(2)) if m else ("", "")
+        attrs: dict[str, object] = {"request": request, "mode": mode,
+                                    "cumulative_preemptions": int(total.group(1)) if total else None, "engine": "vllm"}
+        attrs["summary"] = (f"vLLM preempted {('sequence group ' + request) if m else 'a sequence group'}"
+                            f"{(' by ' + mode) if m else ''} for lack of KV cache space"
                             + (f" ({attrs['cumulative_preemptions']:,} preemptions so far)" if total else ""))
         return Hit("log", "KVCachePreemption", attrs, "warning", float(total.group(1)) if total else 1.0)
     m = _PREEMPT_V1.search(body)
@@ -281,11 +284,11 @@ def _pressure(body: str) -> Hit | None:
                    "warning", 1.0)
     m = _PROM_PREEMPT.match(body.strip()) if body.startswith("vllm:num_preemptions") else None
     if m and float(m.group(1)) > 0:
-        total = int(float(m.group(1)))
+        count = int(float(m.group(1)))
         return Hit("log", "KVCachePreemption", {"request": "", "mode": "", "engine": "vllm", "source": "prometheus",
-                                                "cumulative_preemptions": total,
-                                                "summary": f"vLLM's vllm:num_preemptions counter reads {total:,}"},
-                   "warning", float(total))
+                                                "cumulative_preemptions": count,
+                                                "summary": f"vLLM's vllm:num_preemptions counter reads {count:,}"},
+                   "warning", float(count))
     m = _REJECTED.search(body)
     if m:
         tokens = int(m.group(1))
@@ -382,15 +385,15 @@ def _sizing(body: str) -> Hit | None:
         attrs = {"gpu_blocks": blocks, "summary": f"{blocks:,} GPU blocks fit in the KV cache"}
         if m.group(2) is not None:
             attrs["cpu_blocks"] = int(m.group(2))
-        return Hit("log", "KVCacheBlocks", attrs, "", float(attrs["gpu_blocks"]), "blocks")
+        return Hit("log", "KVCacheBlocks", attrs, "", float(blocks), "blocks")
     m = _KV_TOKENS.search(body)
     if m:
         tokens = int(next(g for g in m.groups() if g).replace(",", ""))
         return Hit("log", "KVCacheSize", {"kv_cache_tokens": tokens}, "", float(tokens), "tokens")
     m = _CONCURRENCY.search(body)
     if m:
-        attrs = {"max_model_len": int(m.group(1).replace(",", "")), "concurrency": float(m.group(2))}
-        attrs["summary"] = (f"the KV cache holds {attrs['concurrency']}x of one request at max_model_len "
-                            f"{attrs['max_model_len']:,}")
-        return Hit("log", "KVCacheConcurrency", attrs, "", attrs["concurrency"], "x")
+        max_model_len, concurrency = int(m.group(1).replace(",", "")), float(m.group(2))
+        attrs = {"max_model_len": max_model_len, "concurrency": concurrency,
+                 "summary": f"the KV cache holds {concurrency}x of one request at max_model_len {max_model_len:,}"}
+        return Hit("log", "KVCacheConcurrency", attrs, "", concurrency, "x")
     return None

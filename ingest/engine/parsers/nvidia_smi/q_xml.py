@@ -177,9 +177,8 @@ def _gpu_report(elem: ET.Element, position: int, driver: str, cuda: str) -> GpuR
         "ecc_mode": _first(elem, "ecc_mode/current_ecc"), "mig_mode": _first(elem, "mig_mode/current_mig"),
         "driver_model": _first(elem, "driver_model/current_dm"),
     }
-    gpu.details = _to_dict(elem) or {}
-    if not isinstance(gpu.details, dict):
-        gpu.details = {}
+    details = _to_dict(elem)
+    gpu.details = details if isinstance(details, dict) else {}  # an element without children reads as its text
     _samples(gpu, elem, fb)
     _memory_errors(gpu, elem)
     reasons = elem.find("clocks_event_reasons")

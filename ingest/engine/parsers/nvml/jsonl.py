@@ -123,8 +123,8 @@ def _procs(sink: EventSink, ts: int, device: int, host: str, procs, loc: str) ->
     if not isinstance(procs, list):
         return
     for p in procs:
-        if isinstance(p, dict) and isinstance(p.get("used", p.get("used_memory")), int):
-            used = p.get("used", p.get("used_memory"))
+        used = p.get("used", p.get("used_memory")) if isinstance(p, dict) else None
+        if isinstance(used, int):
             sink.emit(ts=ts, kind="sample", name="proc.mem.used", unit="bytes", value=float(used),
                       device=device, host=host, pid=clamp_int(p.get("pid")), loc=loc,
                       attrs={k: v for k, v in p.items() if k not in ("pid", "used", "used_memory")})

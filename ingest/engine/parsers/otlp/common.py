@@ -13,6 +13,7 @@ import base64
 import binascii
 import re
 from functools import partial
+from typing import Any
 
 from ingest.engine.clock import Clock
 from ingest.engine.events import EventSink, ParseError, ParseReport, clamp_int, describe, excerpt
@@ -244,9 +245,9 @@ class OtlpEmitter:
                 if not isinstance(point, dict):
                     raise RecordError(dpath, "a JSON object", describe(point))
                 ts = nanos(point.get("timeUnixNano"), f"{dpath}.timeUnixNano")
-                attrs = {"metric_type": shape, "attributes": attributes(point.get("attributes"))}
+                attrs: dict[str, object] = {"metric_type": shape, "attributes": attributes(point.get("attributes"))}
                 if shape in ("gauge", "sum"):
-                    raw = point.get("asDouble", point.get("asInt"))
+                    raw: Any = point.get("asDouble", point.get("asInt"))  # a JSON value: float() refuses the rest
                     try:
                         value, point_unit = float(raw), unit
                     except (TypeError, ValueError) as e:

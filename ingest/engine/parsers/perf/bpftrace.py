@@ -38,13 +38,13 @@ def sniff(head: bytes, name: str) -> bool:
     tool = any(_TOOL.match(l) and "probe" in l for l in lines)
     events = sum(bool(_EVENT.match(l)) for l in lines)
     maps = any(_MAP.match(l) for l in lines)
-    return (tool and (events or maps)) or events >= max(3, len(lines) // 2)
+    return (tool and bool(events or maps)) or events >= max(3, len(lines) // 2)
 
 
 def parse(path, sink: EventSink, report: ParseReport) -> None:
     events = maps = 0
     last_ts = 0
-    hist = None  # (name, key, buckets, loc) of the histogram being read
+    hist: tuple[str, str, list[dict], str] | None = None  # (name, key, buckets, loc) of the histogram being read
     for lineno, line in iter_lines(path):
         loc = f"line {lineno}"
         text = line.strip()

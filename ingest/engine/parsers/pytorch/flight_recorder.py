@@ -193,7 +193,7 @@ def _world_size(pg_config: dict[str, dict]) -> int | None:
         if cfg["desc"] == "default_pg":
             return len(cfg["ranks"]) or None
     sizes = [len(c["ranks"]) for c in pg_config.values()]
-    return max(sizes) if sizes and max(sizes) else None
+    return max(sizes, default=0) or None
 
 
 def _rank_from_name(name: str) -> int | None:
