@@ -70,6 +70,10 @@ error (gpu.ecc at critical beside gpu.xid); Ray's ActorDiedError with its SYSTEM
 false alarm on eight look-alikes (I-level "Unable to initialize backend", ORT's placement W lines, TensorRT-LLM's
 "Peak memory usage" and "max_seq_len ... larger than max_position_embeddings", nvidia-smi's MIG tables and ECC column).
 
+Fixed after the round (a test with other real wordings in tests/rules/test_oom_classification.py): insightface_1341,
+as hypothesised below (logs.oom's bare-OOM pattern takes MXNet's "cudaMalloc retry failed: out of memory", a pool
+release and one retry before the same cudaMalloc failure). **25 of 30**, 0 false alarms.
+
 Fix hypotheses written with the blind score (rules are not changed in a blind round):
 - mamba_387: read "<dotted.module>.<CapWords>: <message>" as an exception line when the module path is a package's
   runtime module and the message says what failed (or name OutOfResources-style classes by the "out of resource"
@@ -90,4 +94,4 @@ from __future__ import annotations
 from tests.acceptance.findings import blind_round
 
 test_the_round_is_what_its_docstring_says, test_diagnosed_as_labelled = blind_round(
-    "open_world_r16", files=30, healthy=8, xfails=6)
+    "open_world_r16", files=30, healthy=8, xfails=5)

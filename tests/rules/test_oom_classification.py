@@ -129,6 +129,9 @@ def test_not_an_oom(message):
     ("torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate more than 1EB memory.",
      {"tried_to_allocate": 2**60}),
     ("RuntimeError: CUDA driver error: out of memory", {"wording": "cuda_error"}),
+    # MXNet's pooled storage manager after releasing its pool and retrying once (a Windows build's path)
+    ("mxnet.base.MXNetError: [23:54:01] c:\\jenkins\\workspace\\mxnet-tag\\mxnet\\src\\storage\\./pooled_storage_manager.h:161: "
+     "cudaMalloc retry failed: out of memory", {"wording": "cuda_error", "tried_to_allocate": None}),
     ("[TRT] [E] 2: [executionContext.cpp::nvinfer1::rt::ExecutionContext] Error Code 2: OutOfMemory "
      "(no further information)", {"wording": "tensorrt"}),
 ])

@@ -20,9 +20,9 @@ handle or workspace allocation failures (CUBLAS_STATUS_ALLOC_FAILED), JAX/XLA
 "RESOURCE_EXHAUSTED: Out of memory while trying to allocate N bytes" and TensorFlow "OOM when
 allocating tensor with shape[...] and type T" (request computed from the shape).
 Also: NCCL's "Cuda failure 'out of memory'", the CUDA driver/runtime wrappers of other tools
-("CUDA driver error: out of memory", "cudaMalloc failed: out of memory", TensorRT's
-"Error Code 2: OutOfMemory"), torch's cudaMallocAsync backend ("Allocation on device N would
-exceed allowed memory"), XLA's "Failed to allocate request for", "Out of memory allocating",
+("CUDA driver error: out of memory", "cudaMalloc failed: out of memory", MXNet's "cudaMalloc retry
+failed: out of memory", TensorRT's "Error Code 2: OutOfMemory"), torch's cudaMallocAsync backend
+("Allocation on device N would exceed allowed memory"), XLA's "Failed to allocate request for", "Out of memory allocating",
 "Attempting to reserve X at the bottom of memory ... There are F free" and a BFC allocator's
 "ran out of memory trying to allocate X" (unless it says it is not a failure).
 
@@ -52,7 +52,8 @@ _BARE_OOM = (
     ("cuda_error", re.compile(r"(?:CUDA|HIP) error: out of memory|cuda runtime error \(2\) : out of memory|"
                               r"\bcudaErrorMemoryAllocation\b|\bCUDA_ERROR_OUT_OF_MEMORY\b|\bhipErrorOutOfMemory\b|"
                               r"CUDA (?:driver|runtime) error(?: in [^\n]{1,200}?)?: out of memory|"
-                              r"\bcudaMalloc(?:Async|Managed)? failed: out of memory|"
+                              # MXNet's pooled storage retries once after releasing its pool ("cudaMalloc retry failed")
+                              r"\bcudaMalloc(?:Async|Managed)? (?:retry )?failed: out of memory|"
                               # any CUDA/HIP error report whose reason is "out of memory", whatever sits between:
                               # "CUDA error 2 at ggml-cuda.cu:5509: out of memory", TensorRT's "Cuda Error in
                               # allocate: 2 (out of memory)", "Error Code 1: Cuda Runtime (out of memory)",
