@@ -70,9 +70,17 @@ error (gpu.ecc at critical beside gpu.xid); Ray's ActorDiedError with its SYSTEM
 false alarm on eight look-alikes (I-level "Unable to initialize backend", ORT's placement W lines, TensorRT-LLM's
 "Peak memory usage" and "max_seq_len ... larger than max_position_embeddings", nvidia-smi's MIG tables and ECC column).
 
-Fixed after the round (a test with other real wordings in tests/rules/test_oom_classification.py): insightface_1341,
-as hypothesised below (logs.oom's bare-OOM pattern takes MXNet's "cudaMalloc retry failed: out of memory", a pool
-release and one retry before the same cudaMalloc failure). **25 of 30**, 0 false alarms.
+Fixed after the round (tests with other real wordings in tests/rules/test_oom_classification.py and
+tests/rules/test_unexplained_failures.py), each as hypothesised below: insightface_1341 (logs.oom's bare-OOM pattern
+takes MXNet's "cudaMalloc retry failed: out of memory", a pool release and one retry before the same cudaMalloc
+failure); trtllm_489 (logs.lines reads the shell's "Killed", alone or in a job script's "<script>: line N: <pid>
+Killed <command>" report, as it reads "Segmentation fault" and "Aborted": a process that died, the floor's failure
+where the file states nothing else and a consequence where it does; tested on SGE and LSF job reports); mamba_387
+(logs.blocks takes Triton's OutOfResources as an exception class whichever module re-exports it; tested on triton
+1.x's "triton.code_gen.OutOfResources"). **27 of 30** (90.0 %), 19 of 22 failures, 0 false alarms. Left as strict
+xfails: lwm_44 (an XLA W-level intercepted record), horovod_1364 and ucx_5732 (Gloo's and UCX's transport wordings:
+the nccl.network-error rule's explanation says "NCCL's <transport> transport failed", so reading them needs that text
+to name the library that failed first, not only a pattern).
 
 Fix hypotheses written with the blind score (rules are not changed in a blind round):
 - mamba_387: read "<dotted.module>.<CapWords>: <message>" as an exception line when the module path is a package's
@@ -94,4 +102,4 @@ from __future__ import annotations
 from tests.acceptance.findings import blind_round
 
 test_the_round_is_what_its_docstring_says, test_diagnosed_as_labelled = blind_round(
-    "open_world_r16", files=30, healthy=8, xfails=5)
+    "open_world_r16", files=30, healthy=8, xfails=3)

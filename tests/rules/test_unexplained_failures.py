@@ -53,3 +53,34 @@ def test_a_rule_that_explains_the_failure_drops_the_floor(tmp_path):
     causes = {f["root_cause"] for f in report["findings"]}
     assert "cuda_oom.capacity" in causes and "unexplained.failure" not in causes
     assert not [s for s in report.get("suppressed", []) if s["root_cause"] == "unexplained.failure"]
+
+
+# The shell's report of a child ended by SIGKILL (the host OOM killer's signature), as real batch
+# logs print it: an SGE job script's and an LSF job shell's job reports, and the bare notice
+SGE_KILLED = ("name: GeForce GTX 1080 Ti, pci bus id: 0000:03:00.0, compute capability: 6.1)\n"
+              "/var/spool/sge/cluster-cn-244/job_scripts/9505996: line 8: 21792 Killed                  "
+              "python3 ~/returnn-parnia/tools/get-attention-weights.py\n")
+LSF_KILLED = "/zhome/ee/d/137643/.lsbatch/1586903179.6180387.shell: line 12: 24905 Killed                  " \
+             "python main.py $LSB_PROJECT_NAME\n"
+
+
+def test_a_job_killed_by_the_shell_reaches_the_floor(tmp_path):
+    for name, text in (("sge.log", SGE_KILLED), ("lsf.log", LSF_KILLED),
+                       ("bare.log", "Epoch 3/10: 41% 1024/2500\nKilled\n")):
+        (finding,) = scenarios.report(_write(tmp_path, name, text))["findings"]
+        assert finding["root_cause"] == "unexplained.failure" and finding["severity"] == "warning", name
+        assert "Killed" in finding["explanation"], name
+
+
+def test_killed_inside_a_sentence_is_not_the_shell_notice(tmp_path):
+    report = scenarios.report(_write(tmp_path, "svc.log", "INFO reaper: Killed 3 idle sessions\nKilled 2 zombies\n"))
+    assert not [f for f in report["findings"] if f["severity"] in ("warning", "error", "critical")]
+
+
+def test_triton_out_of_resources_from_any_module_reaches_the_floor(tmp_path):
+    # triton 1.x's unit tests on an RTX 3090 (triton-lang/triton#384): the class re-exported by
+    # triton.code_gen, its message run together; shared memory per block, not device memory
+    text = "triton.code_gen.OutOfResources: out of resource: shared memoryRequired: 110592Hardware limit: 101376\n"
+    (finding,) = scenarios.report(_write(tmp_path, "pytest.log", text))["findings"]
+    assert finding["root_cause"] == "unexplained.failure" and finding["severity"] == "warning"
+    assert "Required: 110592" in finding["explanation"]

@@ -24,6 +24,9 @@ _EXCEPTION_SUFFIXES = ("Error", "Exception", "Exit", "Interrupt", "Failure", "Fa
 # a class raised from a package's errors/exceptions module is an exception whatever its name
 # (triton.runtime.errors.OutOfResources, google.api_core.exceptions.NotFound, torch._dynamo.exc.Unsupported)
 _EXCEPTION_MODULES = (".exc.", ".errors.", ".exceptions.", ".error.")
+# exception classes whose name carries no suffix, wherever they are imported from: Triton's
+# OutOfResources as triton.runtime.autotuner and triton 1.x's triton.code_gen re-export it
+_EXCEPTION_NAMES = ("OutOfResources",)
 # Lines torch (and the CUDA runtime) append to an exception message.
 _MESSAGE_CONTINUATIONS = (
     "CUDA kernel errors might be asynchronously reported", "For debugging consider passing CUDA_LAUNCH_BLOCKING",
@@ -65,7 +68,8 @@ def exception_name(body: str) -> tuple[str, str] | None:
     if not m:
         return None
     last = m.group(1).split(".")[-1].split("::")[-1]
-    if not (last.endswith(_EXCEPTION_SUFFIXES) or last == "Error" or any(x in m.group(1) for x in _EXCEPTION_MODULES)):
+    if not (last.endswith(_EXCEPTION_SUFFIXES) or last == "Error" or last in _EXCEPTION_NAMES
+            or any(x in m.group(1) for x in _EXCEPTION_MODULES)):
         return None
     return m.group(1), (m.group(2) or "")
 

@@ -530,18 +530,23 @@ def _number(text: str):
 
 
 # --- a process that died: what a runtime prints as it goes down, whatever logger it bypasses ----
+# the shell's notice of the signal that ended its child ("Killed": SIGKILL, the OOM killer's)
+_SHELL_SIGNAL = (r"((?:Segmentation fault|Aborted|Bus error|Illegal instruction|Floating point exception|Killed)"
+                 r"(?: \(core dumped\))?)")
 _FATAL = (
     ("GoPanic", re.compile(r"^panic: (.{1,400})")),                                      # Go (ollama, k8s plugins)
     ("FatalError", re.compile(r"^(?:Fatal Python error|fatal error|FATAL ERROR): (.{1,400})")),
-    ("ProcessCrashed", re.compile(r"^((?:Segmentation fault|Aborted|Bus error|Illegal instruction|"
-                                  r"Floating point exception)(?: \(core dumped\))?)\s*$")),
+    ("ProcessCrashed", re.compile(r"^" + _SHELL_SIGNAL + r"\s*$")),
+    # a script's job report: "job.sh: line 8: 21792 Killed                  python3 train.py"
+    ("ProcessCrashed", re.compile(r"^\S{1,300}: line \d{1,7}: {0,8}\d{1,10} " + _SHELL_SIGNAL
+                                  + r"(?: {1,60}\S[^\n]{0,400})?$")),
     ("ModelLoadFailed", re.compile(r"\berror loading model: (.{1,300})|\bfailed to load model\b(.{0,200})")),
     # torchelastic's failure record names the signal that killed a worker
     ("ProcessKilled", re.compile(r"\bSignal (\d{1,2} \(SIG[A-Z]{2,8}\)) received by PID \d{1,10}")),
 )
 _SEARCHED = ("ModelLoadFailed", "ProcessKilled")
 _FATAL_WORDS = ("panic: ", "fatal python error", "fatal error", "segmentation fault", "aborted",
-                "bus error", "illegal instruction", "floating point exception", "error loading model",
+                "bus error", "illegal instruction", "floating point exception", "killed", "error loading model",
                 "failed to load model", ") received by pid")
 
 
