@@ -77,10 +77,14 @@ failure); trtllm_489 (logs.lines reads the shell's "Killed", alone or in a job s
 Killed <command>" report, as it reads "Segmentation fault" and "Aborted": a process that died, the floor's failure
 where the file states nothing else and a consequence where it does; tested on SGE and LSF job reports); mamba_387
 (logs.blocks takes Triton's OutOfResources as an exception class whichever module re-exports it; tested on triton
-1.x's "triton.code_gen.OutOfResources"). **27 of 30** (90.0 %), 19 of 22 failures, 0 false alarms. Left as strict
-xfails: lwm_44 (an XLA W-level intercepted record), horovod_1364 and ucx_5732 (Gloo's and UCX's transport wordings:
-the nccl.network-error rule's explanation says "NCCL's <transport> transport failed", so reading them needs that text
-to name the library that failed first, not only a pattern).
+1.x's "triton.code_gen.OutOfResources"); lwm_44 (logs.lines reads an absl status that opens its line with a failure
+code, INTERNAL / UNKNOWN / DATA_LOSS / ABORTED / UNAVAILABLE / FAILED_PRECONDITION, as a failure: XLA logs a failed
+custom call as LOG(WARNING) << "Intercepted XLA runtime error:\n" << status; tested on octo's "UNKNOWN:
+CUDNN_STATUS_NOT_SUPPORTED" and jax's "INTERNAL: Failed to load PTX text as a module", with an I-level backend probe
+that quotes "INTERNAL:" mid-line staying quiet). **28 of 30** (93.3 %), 20 of 22 failures, 0 false alarms. Left as
+strict xfails: horovod_1364 and ucx_5732 (Gloo's and UCX's transport wordings: the nccl.network-error rule's
+explanation says "NCCL's <transport> transport failed", so reading them needs that text to name the library that
+failed first, not only a pattern).
 
 Fix hypotheses written with the blind score (rules are not changed in a blind round):
 - mamba_387: read "<dotted.module>.<CapWords>: <message>" as an exception line when the module path is a package's
@@ -102,4 +106,4 @@ from __future__ import annotations
 from tests.acceptance.findings import blind_round
 
 test_the_round_is_what_its_docstring_says, test_diagnosed_as_labelled = blind_round(
-    "open_world_r16", files=30, healthy=8, xfails=3)
+    "open_world_r16", files=30, healthy=8, xfails=2)

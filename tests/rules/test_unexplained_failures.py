@@ -84,3 +84,27 @@ def test_triton_out_of_resources_from_any_module_reaches_the_floor(tmp_path):
     (finding,) = scenarios.report(_write(tmp_path, "pytest.log", text))["findings"]
     assert finding["root_cause"] == "unexplained.failure" and finding["severity"] == "warning"
     assert "Required: 110592" in finding["explanation"]
+
+
+# XLA logs a failed custom call at W level, "Intercepted XLA runtime error:" and the absl status on
+# the next line (real octo and jax logs); the E-level "Execution of replica" line may be cut away
+XLA_INTERCEPTED_CUDNN = (
+    "I0623 20:04:22.180553 139756573373632 compiler.py:323] Persistent compilation cache hit for 'jit_train_step'\n"
+    "2024-06-23 20:04:22.388678: W external/xla/xla/service/gpu/runtime/support.cc:58] Intercepted XLA runtime error:\n"
+    "UNKNOWN: CUDNN_STATUS_NOT_SUPPORTED\n")
+XLA_INTERCEPTED_PTX = (
+    "    2023-12-08 15:24:09.063350: W external/xla/xla/service/gpu/runtime/support.cc:58] Intercepted XLA runtime "
+    "error:\n    INTERNAL: Failed to load PTX text as a module: CUDA_ERROR_INVALID_IMAGE: device kernel image is "
+    "invalid\n")
+JAX_BACKEND_PROBE = ("I1204 13:13:42.886529 139807170155648 xla_bridge.py:895] Unable to initialize backend 'tpu': "
+                     "INTERNAL: Failed to open libtpu.so: libtpu.so: cannot open shared object file\n")
+
+
+def test_an_intercepted_xla_status_reaches_the_floor(tmp_path):
+    for name, text, said in (("octo.log", XLA_INTERCEPTED_CUDNN, "CUDNN_STATUS_NOT_SUPPORTED"),
+                             ("jax.log", XLA_INTERCEPTED_PTX, "Failed to load PTX text")):
+        findings = scenarios.report(_write(tmp_path, name, text))["findings"]
+        assert {(f["root_cause"], f["severity"]) for f in findings} == {("unexplained.failure", "warning")}, name
+        assert any(said in f["explanation"] for f in findings), name
+    probe = scenarios.report(_write(tmp_path, "probe.log", JAX_BACKEND_PROBE))
+    assert not [f for f in probe["findings"] if f["severity"] in ("warning", "error", "critical")]

@@ -541,13 +541,19 @@ _FATAL = (
     ("ProcessCrashed", re.compile(r"^\S{1,300}: line \d{1,7}: {0,8}\d{1,10} " + _SHELL_SIGNAL
                                   + r"(?: {1,60}\S[^\n]{0,400})?$")),
     ("ModelLoadFailed", re.compile(r"\berror loading model: (.{1,300})|\bfailed to load model\b(.{0,200})")),
+    # an absl status opening its line: XLA logs a custom call's failure at W level as "Intercepted XLA
+    # runtime error:" and the status on the next line ("INTERNAL: .../nccl_utils.cc:134: NCCL operation
+    # ncclGetUniqueId(&id) failed: ...", "UNKNOWN: CUDNN_STATUS_NOT_SUPPORTED"); codes that mean a failure
+    ("XlaStatusError", re.compile(r"^((?:INTERNAL|UNKNOWN|DATA_LOSS|ABORTED|UNAVAILABLE|FAILED_PRECONDITION): "
+                                  r"\S.{7,500})$")),
     # torchelastic's failure record names the signal that killed a worker
     ("ProcessKilled", re.compile(r"\bSignal (\d{1,2} \(SIG[A-Z]{2,8}\)) received by PID \d{1,10}")),
 )
 _SEARCHED = ("ModelLoadFailed", "ProcessKilled")
 _FATAL_WORDS = ("panic: ", "fatal python error", "fatal error", "segmentation fault", "aborted",
                 "bus error", "illegal instruction", "floating point exception", "killed", "error loading model",
-                "failed to load model", ") received by pid")
+                "failed to load model", ") received by pid", "internal: ", "unknown: ", "data_loss: ", "aborted: ",
+                "unavailable: ", "failed_precondition: ")
 
 
 def _fatal(body: str) -> LineHit | None:
