@@ -415,6 +415,15 @@ class SLODefinition(models.Model):
         super().save(*args, **kwargs)
 
 
+class RuleTrialQuerySet(models.QuerySet):
+    def readable_by(self, user) -> "RuleTrialQuerySet":
+        """The user's own trials, of a team they are still in, not expired: what the editor polls
+        and the API reads (nothing for an anonymous user)."""
+        if not user.is_authenticated:
+            return self.none()
+        return self.filter(user=user, team__in=Team.objects.of(user), expires_at__gt=timezone.now())
+
+
 class RuleTrial(models.Model):
     """One run of the rule editor's "Test" or "Backtest" (diagnosis.rule_trial_runs), done by a
     worker on the diagnose queue while the editor polls it. It keeps no text of the rule (the
@@ -443,6 +452,8 @@ class RuleTrial(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     expires_at = models.DateTimeField(db_index=True)
+
+    objects = RuleTrialQuerySet.as_manager()
 
     @property
     def finished(self) -> bool:

@@ -10,10 +10,8 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.http import Http404
 from django.shortcuts import render
-from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
-from accounts.models import Team
 from diagnosis.models import RuleTrial
 from diagnosis.rule_trial_runs import TEMPLATES, settle, start_trial
 from ingest.uploads import team_for_upload
@@ -74,8 +72,7 @@ def rule_backtest(request, pk: int | None = None):
 def rule_trial(request, trial_id):
     """A trial the user started (htmx polls it): still queued or running, its result partial,
     or why it failed. Another user's, or one of a team the user left, is not found."""
-    trial = RuleTrial.objects.filter(pk=trial_id, user=request.user, team__in=Team.objects.of(request.user),
-                                     expires_at__gt=timezone.now()).first()
+    trial = RuleTrial.objects.readable_by(request.user).filter(pk=trial_id).first()
     if trial is None and request.htmx:
         # htmx stops polling on 286 (a 404 would be polled again every second, for ever); the same words
         # for an expired trial and another user's, which tell nothing of the latter

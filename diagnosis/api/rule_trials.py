@@ -7,14 +7,12 @@ from __future__ import annotations
 
 from django.core.exceptions import ValidationError
 from django.shortcuts import get_object_or_404
-from django.utils import timezone
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 from rest_framework.reverse import reverse
 
-from accounts.models import Team
 from diagnosis.backtest_runs import DEFAULT_TRACES, MAX_TRACES
 from diagnosis.models import RuleTrial
 from diagnosis.rule_trial_runs import TESTABLE, settle, start_trial
@@ -100,10 +98,7 @@ class RuleTrialReadViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     serializer_class = RuleTrialSerializer
 
     def get_queryset(self):
-        user = self.request.user
-        if not user.is_authenticated:  # the schema generator's request (a real one is refused before)
-            return RuleTrial.objects.none()
-        return RuleTrial.objects.filter(user=user, team__in=Team.objects.of(user), expires_at__gt=timezone.now())
+        return RuleTrial.objects.readable_by(self.request.user)
 
     def get_object(self):
         return settle(super().get_object())
