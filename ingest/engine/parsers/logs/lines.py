@@ -550,9 +550,10 @@ _FATAL = (
     ("ProcessKilled", re.compile(r"\bSignal (\d{1,2} \(SIG[A-Z]{2,8}\)) received by PID \d{1,10}")),
 )
 _SEARCHED = ("ModelLoadFailed", "ProcessKilled")
+# substrings of a lower-cased line; "aborted" also admits XLA's "ABORTED: " status
 _FATAL_WORDS = ("panic: ", "fatal python error", "fatal error", "segmentation fault", "aborted",
                 "bus error", "illegal instruction", "floating point exception", "killed", "error loading model",
-                "failed to load model", ") received by pid", "internal: ", "unknown: ", "data_loss: ", "aborted: ",
+                "failed to load model", ") received by pid", "internal: ", "unknown: ", "data_loss: ",
                 "unavailable: ", "failed_precondition: ")
 
 
